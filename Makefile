@@ -1,0 +1,45 @@
+# Every target does its own setup: a virtualenv in .venv, the tools, and a release build.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+DEPS   := $(VENV)/.deps-installed
+export PYO3_PYTHON := $(abspath $(BIN)/python)
+export VIRTUAL_ENV := $(abspath $(VENV))
+export PATH := $(abspath $(BIN)):$(PATH)
+
+.PHONY: demo test bench build lint rust-test py-test clean
+
+demo: build
+	$(BIN)/python examples/demo.py
+
+test: lint rust-test py-test
+
+build: $(DEPS)
+	$(BIN)/maturin develop --release --quiet
+
+lint: build
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets --quiet -- -D warnings
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+rust-test: $(DEPS)
+	cargo test -p diskcache-oxide-engine --quiet
+
+py-test: build
+	$(BIN)/python -m pytest
+
+bench: build
+	$(BIN)/python benches/bench_cache.py
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(DEPS): requirements-dev.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+clean:
+	rm -rf $(VENV) target python/diskcache_oxide/*.so

@@ -1,0 +1,109 @@
+//! One error type for the whole engine. Each variant maps to one Python exception in the binding.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The database stayed locked by another connection for longer than the handle's timeout.
+    Timeout,
+    /// Stored bytes failed their checksum or could not be decoded: no build could read them.
+    Corrupt(String),
+    /// The stored value is a pickle and this reader does not unpickle.
+    Unsafe(String),
+    /// The stored value names a custom type this process has not registered.
+    UnknownType(String),
+    /// The directory was written by a newer format than this build understands.
+    FormatVersion { found: i64, supported: i64 },
+    /// The directory holds something that is not a diskcache_oxide cache (or not this layout).
+    NotACache(String),
+    /// A caller passed a value the engine cannot accept; the message names the argument.
+    InvalidArgument(String),
+    /// A setting name or value is not valid.
+    Setting(String),
+    /// A queue ran out of key numbers on one side (D-057).
+    Overflow(String),
+    /// A file system operation failed.
+    Io { context: String, path: Option<PathBuf>, source: io::Error },
+    /// Any other SQLite failure (a full disk, an I/O error, a malformed database).
+    Sqlite { context: &'static str, source: rusqlite::Error },
+}
+
+impl Error {
+    pub(crate) fn io(context: impl Into<String>, path: Option<PathBuf>, source: io::Error) -> Self {
+        Error::Io { context: context.into(), path, source }
+    }
+
+    pub(crate) fn corrupt(message: impl Into<String>) -> Self {
+        Error::Corrupt(message.into())
+    }
+
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        Error::InvalidArgument(message.into())
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Timeout => write!(
+                f,
+                "the cache database stayed locked past the handle's timeout; \
+                 retry, pass retry=True, or open the cache with a larger timeout"
+            ),
+            Error::Corrupt(m) => write!(f, "corrupt value: {m}"),
+            Error::Unsafe(m) => write!(f, "{m}"),
+            Error::UnknownType(m) => write!(f, "{m}"),
+            Error::FormatVersion { found, supported } => write!(
+                f,
+                "this cache directory uses format version {found}, but this build of \
+                 diskcache_oxide reads only versions up to {supported}; upgrade diskcache_oxide \
+                 or use another directory"
+            ),
+            Error::NotACache(m) => write!(f, "{m}"),
+            Error::InvalidArgument(m) => write!(f, "{m}"),
+            Error::Setting(m) => write!(f, "{m}"),
+            Error::Overflow(m) => write!(f, "{m}"),
+            Error::Io { context, path, source } => match path {
+                Some(p) => write!(f, "{context} ({}): {source}", p.display()),
+                None => write!(f, "{context}: {source}"),
+            },
+            Error::Sqlite { context, source } => write!(f, "{context}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            Error::Sqlite { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Attach context to SQLite errors, turning lock contention into `Error::Timeout`.
+pub(crate) trait SqlContext<T> {
+    fn ctx(self, context: &'static str) -> Result<T>;
+}
+
+impl<T> SqlContext<T> for rusqlite::Result<T> {
+    fn ctx(self, context: &'static str) -> Result<T> {
+        self.map_err(|e| sql_error(context, e))
+    }
+}
+
+pub(crate) fn sql_error(context: &'static str, e: rusqlite::Error) -> Error {
+    use rusqlite::ErrorCode;
+    if let rusqlite::Error::SqliteFailure(f, _) = &e {
+        if matches!(f.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) {
+            return Error::Timeout;
+        }
+    }
+    Error::Sqlite { context, source: e }
+}

@@ -1,0 +1,30 @@
+//! The storage engine of diskcache_oxide: a disk-backed cache and work queue on SQLite.
+//!
+//! One directory is one cache. Any number of threads and processes may open it at once;
+//! each thread gets its own SQLite connection. Values are stored in a safe, language-neutral
+//! format ([`value`]) with a CRC32C checksum, small ones in the database and large ones in
+//! value files beside it.
+//!
+//! ```no_run
+//! use diskcache_oxide_engine::{Cache, Key, OpenOptions, ValueRef, WriteOptions};
+//! use diskcache_oxide_engine::value::Value;
+//!
+//! let cache = Cache::open("/tmp/my-cache", OpenOptions::default())?;
+//! cache.set(&Key::from("greeting"), ValueRef::Str("hello"), &WriteOptions::default())?;
+//! let entry = cache.get(&Key::from("greeting"), false)?.expect("just stored");
+//! assert_eq!(entry.value.into_value()?, Value::Str("hello".into()));
+//! # Ok::<(), diskcache_oxide_engine::Error>(())
+//! ```
+
+mod cache;
+mod error;
+mod key;
+mod settings;
+mod stored;
+pub mod value;
+
+pub use cache::{Cache, Incr, OpenOptions, WriteOptions};
+pub use error::{Error, Result};
+pub use key::{Key, Scalar};
+pub use settings::{EvictionPolicy, SettingValue, Settings, SETTING_NAMES};
+pub use stored::{checksum, Entry, Kind, StoredValue, ValueRef};

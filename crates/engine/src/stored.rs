@@ -1,0 +1,130 @@
+//! Values as the engine stores them: a kind, a payload, and a CRC32C of the payload.
+
+use crate::value::{self, Value};
+use crate::{Error, Result};
+use std::path::PathBuf;
+
+/// The `kind` column: how the payload bytes are to be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i64)]
+pub enum Kind {
+    Int = 1,
+    Float = 2,
+    Str = 3,
+    Bytes = 4,
+    /// The safe format (CBOR), see [`crate::value`].
+    Encoded = 5,
+    /// A pickle; written only with `pickle=True`, read only with `pickle=True`.
+    Pickled = 6,
+}
+
+impl Kind {
+    pub(crate) fn from_i64(k: i64) -> Result<Kind> {
+        Ok(match k {
+            1 => Kind::Int,
+            2 => Kind::Float,
+            3 => Kind::Str,
+            4 => Kind::Bytes,
+            5 => Kind::Encoded,
+            6 => Kind::Pickled,
+            other => return Err(Error::corrupt(format!("unknown value kind {other} in a row"))),
+        })
+    }
+}
+
+/// A value handed to the engine for writing. Borrowed, so large payloads are never copied.
+#[derive(Debug, Clone, Copy)]
+pub enum ValueRef<'a> {
+    Int(i64),
+    Float(f64),
+    Str(&'a str),
+    Bytes(&'a [u8]),
+    Encoded(&'a [u8]),
+    Pickled(&'a [u8]),
+}
+
+impl<'a> ValueRef<'a> {
+    pub fn kind(&self) -> Kind {
+        match self {
+            ValueRef::Int(_) => Kind::Int,
+            ValueRef::Float(_) => Kind::Float,
+            ValueRef::Str(_) => Kind::Str,
+            ValueRef::Bytes(_) => Kind::Bytes,
+            ValueRef::Encoded(_) => Kind::Encoded,
+            ValueRef::Pickled(_) => Kind::Pickled,
+        }
+    }
+
+    /// The payload bytes that the checksum covers and that a value file holds.
+    pub(crate) fn payload(&self) -> Payload<'a> {
+        match *self {
+            ValueRef::Int(i) => Payload::Fixed(i.to_le_bytes()),
+            ValueRef::Float(f) => Payload::Fixed(f.to_le_bytes()),
+            ValueRef::Str(s) => Payload::Slice(s.as_bytes()),
+            ValueRef::Bytes(b) | ValueRef::Encoded(b) | ValueRef::Pickled(b) => Payload::Slice(b),
+        }
+    }
+}
+
+pub(crate) enum Payload<'a> {
+    Fixed([u8; 8]),
+    Slice(&'a [u8]),
+}
+
+impl Payload<'_> {
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            Payload::Fixed(b) => b,
+            Payload::Slice(s) => s,
+        }
+    }
+}
+
+/// A value read back from the engine, its checksum already verified.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoredValue {
+    Int(i64),
+    Float(f64),
+    Str(String),
+    Bytes(Vec<u8>),
+    Encoded(Vec<u8>),
+    Pickled(Vec<u8>),
+    /// Bytes kept in a value file, returned as the file's path when the caller asked
+    /// for a handle (python-diskcache's `read=True`). The file's checksum was verified.
+    File(PathBuf),
+}
+
+impl StoredValue {
+    /// Decode into the safe format. Pickles are refused: a Rust reader never unpickles.
+    pub fn into_value(self) -> Result<Value> {
+        Ok(match self {
+            StoredValue::Int(i) => Value::Int(i),
+            StoredValue::Float(f) => Value::Float(f),
+            StoredValue::Str(s) => Value::Str(s),
+            StoredValue::Bytes(b) => Value::Bytes(b),
+            StoredValue::Encoded(b) => value::decode(&b).map_err(|e| Error::corrupt(e.to_string()))?,
+            StoredValue::Pickled(_) => return Err(Error::Unsafe(unsafe_message().into())),
+            StoredValue::File(p) => Value::Bytes(
+                std::fs::read(&p).map_err(|e| Error::io("reading a value file", Some(p), e))?,
+            ),
+        })
+    }
+}
+
+pub fn unsafe_message() -> &'static str {
+    "this value is a pickle and the cache was opened with pickle=False, so it was not unpickled \
+     (unpickling runs code chosen by whoever wrote it, CVE-2025-69872); open the cache with \
+     pickle=True only if you trust every writer of this directory"
+}
+
+/// One entry as returned by a read: the value plus the metadata python-diskcache can return beside it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub value: StoredValue,
+    pub expire_time: Option<f64>,
+    pub tag: Option<crate::Scalar>,
+}
+
+pub fn checksum(bytes: &[u8]) -> u32 {
+    crc32c::crc32c(bytes)
+}
