@@ -17,13 +17,16 @@
 //! ```
 
 mod cache;
+mod conn;
 mod error;
+mod files;
 mod key;
+mod lock;
 mod settings;
 mod stored;
 pub mod value;
 
-pub use cache::{Cache, Incr, OpenOptions, WriteOptions};
+pub use cache::{Cache, Incr, OpenOptions, WriteOptions, DB_NAME, FORMAT_VERSION};
 pub use error::{Error, Result};
 pub use key::{Key, Scalar};
 pub use settings::{EvictionPolicy, SettingValue, Settings, SETTING_NAMES};

@@ -1,0 +1,69 @@
+//! Per-thread SQLite connections and the busy wait.
+
+use crate::error::SqlContext;
+use crate::settings::Settings;
+use crate::Result;
+use rusqlite::{Connection, OpenFlags};
+use std::cell::Cell;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+thread_local! {
+    /// When the current engine call on this thread gives up waiting for a lock.
+    static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// Sets this thread's deadline for the duration of one engine call (restoring an outer one).
+pub(crate) struct Deadline {
+    previous: Option<Instant>,
+}
+
+impl Deadline {
+    pub(crate) fn start(timeout: Duration) -> Deadline {
+        let deadline = Instant::now().checked_add(timeout);
+        let previous = DEADLINE.with(|d| d.replace(deadline));
+        Deadline { previous }
+    }
+}
+
+impl Drop for Deadline {
+    fn drop(&mut self) {
+        DEADLINE.with(|d| d.set(self.previous));
+    }
+}
+
+/// SQLite's own busy timeout sleeps in steps of up to 100 ms, which starves a queue of many
+/// short writers. This waits with a short exponential backoff, up to the call's deadline.
+fn busy_wait(attempt: i32) -> bool {
+    let Some(deadline) = DEADLINE.with(|d| d.get()) else {
+        return false;
+    };
+    let now = Instant::now();
+    if now >= deadline {
+        return false;
+    }
+    if attempt < 4 {
+        std::thread::yield_now();
+    } else {
+        let micros = 20u64 << (attempt - 4).min(6); // 20 µs .. 1.28 ms
+        std::thread::sleep(Duration::from_micros(micros).min(deadline - now));
+    }
+    true
+}
+
+pub(crate) fn open(path: &Path) -> Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut db = Connection::open_with_flags(path, flags).ctx("opening the cache database")?;
+    db.busy_handler(Some(busy_wait)).ctx("installing the busy handler")?;
+    db.set_prepared_statement_cache_capacity(64);
+    Ok(db)
+}
+
+/// The per-connection pragmas (the persistent ones are set when the database is created).
+pub(crate) fn apply_pragmas(db: &Connection, s: &Settings) -> Result<()> {
+    db.execute_batch(&format!(
+        "PRAGMA synchronous = {}; PRAGMA cache_size = {}; PRAGMA mmap_size = {};",
+        s.sqlite_synchronous, s.sqlite_cache_size, s.sqlite_mmap_size
+    ))
+    .ctx("applying connection settings")
+}

@@ -1,0 +1,59 @@
+//! A whole-directory advisory lock (`flock` on `<dir>/.lock`).
+//!
+//! Exclusive: opening (schema creation, settings changes) and `check(fix=True)`'s orphan sweep.
+//! Shared: a writer between creating a value file and holding SQLite's write lock, so the sweep
+//! can never mistake a file that is about to be committed for an orphan. The kernel drops the
+//! lock when its holder dies, so a killed process never leaves it held.
+
+use crate::{Error, Result};
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+pub(crate) const LOCK_NAME: &str = ".lock";
+
+pub(crate) struct DirLock {
+    _file: File,
+}
+
+impl DirLock {
+    pub(crate) fn exclusive(directory: &Path, timeout: Duration) -> Result<DirLock> {
+        Self::acquire(directory, libc::LOCK_EX, timeout)
+    }
+
+    pub(crate) fn shared(directory: &Path, timeout: Duration) -> Result<DirLock> {
+        Self::acquire(directory, libc::LOCK_SH, timeout)
+    }
+
+    fn acquire(directory: &Path, kind: libc::c_int, timeout: Duration) -> Result<DirLock> {
+        let path = directory.join(LOCK_NAME);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o644)
+            .open(&path)
+            .map_err(|e| Error::io("opening the cache's lock file", Some(path.clone()), e))?;
+        let deadline = Instant::now() + timeout;
+        let mut pause = Duration::from_micros(50);
+        loop {
+            // SAFETY: a valid open descriptor.
+            if unsafe { libc::flock(file.as_raw_fd(), kind | libc::LOCK_NB) } == 0 {
+                return Ok(DirLock { _file: file });
+            }
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EWOULDBLOCK) && err.kind() != std::io::ErrorKind::Interrupted {
+                return Err(Error::io("locking the cache directory", Some(path), err));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Error::Timeout);
+            }
+            std::thread::sleep(pause.min(deadline - now));
+            pause = (pause * 2).min(Duration::from_millis(5));
+        }
+    }
+}
