@@ -42,7 +42,10 @@ pub struct OpenOptions {
 
 impl Default for OpenOptions {
     fn default() -> Self {
-        OpenOptions { timeout: Duration::from_secs(60), settings: Vec::new() }
+        OpenOptions {
+            timeout: Duration::from_secs(60),
+            settings: Vec::new(),
+        }
     }
 }
 
@@ -88,7 +91,8 @@ struct Inner {
 struct Conn {
     /// Never closed from a process other than the one that opened it (see `Drop`).
     db: ManuallyDrop<Connection>,
-    pid: u32,
+    /// `conn::fork_generation()` when opened: a different one means we are in a forked child.
+    fork: u64,
     /// Nesting depth of `begin()` on this thread.
     depth: u32,
     generation: u64,
@@ -102,7 +106,7 @@ impl Drop for Conn {
     fn drop(&mut self) {
         // A connection inherited through fork() belongs to the parent: closing it here could
         // disturb the parent's locks, so the child leaks it instead.
-        if self.pid == std::process::id() {
+        if self.fork == conn::fork_generation() {
             // SAFETY: dropped exactly once, here.
             unsafe { ManuallyDrop::drop(&mut self.db) }
         }
@@ -138,6 +142,27 @@ struct Prepared<'a> {
     file: Option<String>,
 }
 
+#[derive(Clone, Copy)]
+struct Hot {
+    statistics: bool,
+    eviction_policy: EvictionPolicy,
+    size_limit: i64,
+    cull_limit: i64,
+    disk_min_file_size: i64,
+}
+
+impl From<&Settings> for Hot {
+    fn from(s: &Settings) -> Hot {
+        Hot {
+            statistics: s.statistics,
+            eviction_policy: s.eviction_policy,
+            size_limit: s.size_limit,
+            cull_limit: s.cull_limit,
+            disk_min_file_size: s.disk_min_file_size,
+        }
+    }
+}
+
 /// Count and size changes of one operation, applied to `meta` in one statement.
 #[derive(Default)]
 struct Delta {
@@ -145,10 +170,18 @@ struct Delta {
     size: i64,
 }
 
-const ROW_COLUMNS: &str = "rowid, expire_time, tag, kind, crc, filename, size, value";
+/// The columns `row_from` maps, in its order.
+macro_rules! row_columns {
+    () => {
+        "rowid, expire_time, tag, kind, crc, filename, size, value"
+    };
+}
 
 pub(crate) fn now() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
 }
 
 fn live(expire_time: Option<f64>, now: f64) -> bool {
@@ -171,7 +204,9 @@ impl Cache {
         let settings = init_database(&db, &options.settings)?;
         drop(lock);
         conn::apply_pragmas(&db, &settings)?;
-        let page_size: i64 = db.query_row("PRAGMA page_size", [], |r| r.get(0)).ctx("reading the page size")?;
+        let page_size: i64 = db
+            .query_row("PRAGMA page_size", [], |r| r.get(0))
+            .ctx("reading the page size")?;
         let inner = Inner {
             files: ValueFiles::new(&directory),
             directory,
@@ -184,14 +219,16 @@ impl Cache {
         };
         let conn = Conn {
             db: ManuallyDrop::new(db),
-            pid: std::process::id(),
+            fork: conn::fork_generation(),
             depth: 0,
             generation: 0,
             unlink_on_commit: Vec::new(),
             unlink_on_rollback: Vec::new(),
         };
         *inner.conns.get_or(|| RefCell::new(None)).borrow_mut() = Some(conn);
-        Ok(Cache { inner: Arc::new(inner) })
+        Ok(Cache {
+            inner: Arc::new(inner),
+        })
     }
 
     pub fn directory(&self) -> &Path {
@@ -204,7 +241,19 @@ impl Cache {
 
     /// The settings as this handle currently applies them.
     pub fn settings(&self) -> Settings {
-        self.inner.settings.read().map(|s| s.clone()).unwrap_or_default()
+        self.inner
+            .settings
+            .read()
+            .map(|s| s.clone())
+            .unwrap_or_default()
+    }
+
+    /// The settings the hot paths consult, copied without allocating.
+    fn hot(&self) -> Hot {
+        match self.inner.settings.read() {
+            Ok(s) => Hot::from(&*s),
+            Err(poisoned) => Hot::from(&*poisoned.into_inner()),
+        }
     }
 
     /// Path of the value file stored under `relative` (as in [`StoredValue::File`]).
@@ -217,11 +266,11 @@ impl Cache {
     fn with_conn<T>(&self, f: impl FnOnce(&mut Conn) -> Result<T>) -> Result<T> {
         let _deadline = Deadline::start(self.inner.timeout);
         let cell = self.inner.conns.get_or(|| RefCell::new(None));
-        let mut slot = cell
-            .try_borrow_mut()
-            .map_err(|_| Error::invalid("a cache call was re-entered on one thread while another was running"))?;
-        let pid = std::process::id();
-        if slot.as_ref().is_some_and(|c| c.pid != pid) {
+        let mut slot = cell.try_borrow_mut().map_err(|_| {
+            Error::invalid("a cache call was re-entered on one thread while another was running")
+        })?;
+        let fork = conn::fork_generation();
+        if slot.as_ref().is_some_and(|c| c.fork != fork) {
             *slot = None; // forked: the parent's connection is leaked by Conn::drop, not closed
         }
         let conn = match &mut *slot {
@@ -241,7 +290,7 @@ impl Cache {
         conn::apply_pragmas(&db, &self.settings())?;
         Ok(Conn {
             db: ManuallyDrop::new(db),
-            pid: std::process::id(),
+            fork: conn::fork_generation(),
             depth: 0,
             generation: self.inner.generation.load(Ordering::Acquire),
             unlink_on_commit: Vec::new(),
@@ -264,8 +313,12 @@ impl Cache {
         };
         let result = self.with_conn(|c| {
             let top = c.depth == 0;
-            c.db.execute_batch(if top { "BEGIN IMMEDIATE" } else { "SAVEPOINT op" })
-                .map_err(|e| sql_error("starting a write", e))?;
+            c.db.execute_batch(if top {
+                "BEGIN IMMEDIATE"
+            } else {
+                "SAVEPOINT op"
+            })
+            .map_err(|e| sql_error("starting a write", e))?;
             // Holding the write lock now: a concurrent check(fix=True) sees our row before our file.
             drop(dir_lock);
             let mut unlink = Vec::new();
@@ -281,13 +334,18 @@ impl Cache {
                     }
                 },
                 Ok(v) => {
-                    c.db.execute_batch("RELEASE op").ctx("ending a write inside a transaction")?;
+                    c.db.execute_batch("RELEASE op")
+                        .ctx("ending a write inside a transaction")?;
                     c.unlink_on_commit.append(&mut unlink);
                     c.unlink_on_rollback.extend(new_name.iter().cloned());
                     Ok(v)
                 }
                 Err(e) => {
-                    let _ = c.db.execute_batch(if top { "ROLLBACK" } else { "ROLLBACK TO op; RELEASE op" });
+                    let _ = c.db.execute_batch(if top {
+                        "ROLLBACK"
+                    } else {
+                        "ROLLBACK TO op; RELEASE op"
+                    });
                     Err(e)
                 }
             }
@@ -304,7 +362,8 @@ impl Cache {
     pub fn begin(&self) -> Result<()> {
         self.with_conn(|c| {
             if c.depth == 0 {
-                c.db.execute_batch("BEGIN IMMEDIATE").map_err(|e| sql_error("starting a transaction", e))?;
+                c.db.execute_batch("BEGIN IMMEDIATE")
+                    .map_err(|e| sql_error("starting a transaction", e))?;
             }
             c.depth += 1;
             Ok(())
@@ -315,24 +374,35 @@ impl Cache {
     pub fn end(&self, commit: bool) -> Result<()> {
         self.with_conn(|c| {
             if c.depth == 0 {
-                return Err(Error::invalid("end() without a matching begin() on this thread"));
+                return Err(Error::invalid(
+                    "end() without a matching begin() on this thread",
+                ));
             }
             c.depth -= 1;
             if c.depth > 0 {
                 return Ok(());
             }
             let files = &self.inner.files;
-            let committed = if commit { c.db.execute_batch("COMMIT") } else { Ok(()) };
+            let committed = if commit {
+                c.db.execute_batch("COMMIT")
+            } else {
+                Ok(())
+            };
             if commit && committed.is_ok() {
                 c.unlink_on_commit.drain(..).for_each(|n| files.remove(&n));
                 c.unlink_on_rollback.clear();
                 return Ok(());
             }
             let rolled_back = c.db.execute_batch("ROLLBACK");
-            c.unlink_on_rollback.drain(..).for_each(|n| files.remove(&n));
+            c.unlink_on_rollback
+                .drain(..)
+                .for_each(|n| files.remove(&n));
             c.unlink_on_commit.clear();
             match committed {
-                Err(e) => Err(sql_error("committing a transaction (it was rolled back)", e)),
+                Err(e) => Err(sql_error(
+                    "committing a transaction (it was rolled back)",
+                    e,
+                )),
                 Ok(()) => rolled_back.ctx("rolling back a transaction"),
             }
         })
@@ -371,29 +441,54 @@ impl Cache {
 
     /// Put a large payload in its file (holding the shared directory lock until the row is
     /// written); keep a small one inline.
-    fn prepare<'a>(&self, value: ValueRef<'a>) -> Result<(Prepared<'a>, Option<(String, DirLock)>)> {
+    fn prepare<'a>(
+        &self,
+        value: ValueRef<'a>,
+    ) -> Result<(Prepared<'a>, Option<(String, DirLock)>)> {
         let payload = value.payload();
         let bytes = payload.bytes();
         let crc = checksum(bytes);
-        let min = self.settings().disk_min_file_size;
-        let fits_inline = matches!(value, ValueRef::Int(_) | ValueRef::Float(_)) || (bytes.len() as i64) < min;
+        let min = self.hot().disk_min_file_size;
+        let fits_inline =
+            matches!(value, ValueRef::Int(_) | ValueRef::Float(_)) || (bytes.len() as i64) < min;
         if fits_inline {
-            return Ok((Prepared { kind: value.kind(), crc, size: 0, inline: Some(value), file: None }, None));
+            return Ok((
+                Prepared {
+                    kind: value.kind(),
+                    crc,
+                    size: 0,
+                    inline: Some(value),
+                    file: None,
+                },
+                None,
+            ));
         }
         let lock = DirLock::shared(&self.inner.directory, self.inner.timeout)?;
         let name = ValueFiles::new_name()?;
         self.inner.files.write(&name, bytes)?;
-        let prepared =
-            Prepared { kind: value.kind(), crc, size: bytes.len() as i64, inline: None, file: Some(name.clone()) };
+        let prepared = Prepared {
+            kind: value.kind(),
+            crc,
+            size: bytes.len() as i64,
+            inline: None,
+            file: Some(name.clone()),
+        };
         Ok((prepared, Some((name, lock))))
     }
 
     fn read_row(&self, db: &Connection, key: &Key) -> Result<Option<Row>> {
         let (k, raw) = key_sql(key);
         let mut stmt = db
-            .prepare_cached(&format!("SELECT {ROW_COLUMNS} FROM cache WHERE key = ?1 AND raw = ?2"))
+            .prepare_cached(concat!(
+                "SELECT ",
+                row_columns!(),
+                " FROM cache WHERE key = ?1 AND raw = ?2"
+            ))
             .ctx("reading an entry")?;
-        stmt.query_row(params![k, raw], row_from).optional().ctx("reading an entry")?.transpose()
+        stmt.query_row(params![k, raw], row_from)
+            .optional()
+            .ctx("reading an entry")?
+            .transpose()
     }
 
     fn load(&self, row: &mut Row, as_file: bool) -> Result<Found<StoredValue>> {
@@ -416,19 +511,25 @@ impl Cache {
         };
         Ok(Found::Yes(match kind {
             Kind::Str => StoredValue::Str(
-                String::from_utf8(data).map_err(|_| Error::corrupt("a text value file is not valid UTF-8"))?,
+                String::from_utf8(data)
+                    .map_err(|_| Error::corrupt("a text value file is not valid UTF-8"))?,
             ),
             Kind::Bytes => StoredValue::Bytes(data),
             Kind::Encoded => StoredValue::Encoded(data),
             Kind::Pickled => StoredValue::Pickled(data),
-            Kind::Int | Kind::Float => return Err(Error::corrupt("a numeric value names a value file")),
+            Kind::Int | Kind::Float => {
+                return Err(Error::corrupt("a numeric value names a value file"))
+            }
         }))
     }
 
     /// A value file named by a row was missing. Inside a read that raced a delete that is a
     /// miss; if the row still names it, the cache was damaged.
     fn missing_file(&self, db: &Connection, key: &Key, name: &str) -> Result<bool> {
-        let still = self.read_row(db, key)?.and_then(|r| r.filename).is_some_and(|f| f == name);
+        let still = self
+            .read_row(db, key)?
+            .and_then(|r| r.filename)
+            .is_some_and(|f| f == name);
         if still {
             return Err(Error::corrupt(format!(
                 "the value file {name:?} of this entry is missing (deleted behind the cache's back?); \
@@ -443,16 +544,22 @@ impl Cache {
     /// Read an unexpired entry. With `as_file`, bytes kept in a value file come back as
     /// `StoredValue::File` (checksum verified) rather than read into memory.
     pub fn get(&self, key: &Key, as_file: bool) -> Result<Option<Entry>> {
-        let s = self.settings();
-        let bookkeeping = s.statistics || matches!(s.eviction_policy, EvictionPolicy::LeastRecentlyUsed | EvictionPolicy::LeastFrequentlyUsed);
+        let s = self.hot();
+        let bookkeeping = s.statistics
+            || matches!(
+                s.eviction_policy,
+                EvictionPolicy::LeastRecentlyUsed | EvictionPolicy::LeastFrequentlyUsed
+            );
         if bookkeeping {
             return self.write(None, |db, _| {
                 let now = now();
                 let found = match self.read_row(db, key)? {
-                    Some(mut row) if live(row.expire_time, now) => match self.load(&mut row, as_file)? {
-                        Found::Yes(v) => Some((row, v)),
-                        Found::Missing => None,
-                    },
+                    Some(mut row) if live(row.expire_time, now) => {
+                        match self.load(&mut row, as_file)? {
+                            Found::Yes(v) => Some((row, v)),
+                            Found::Missing => None,
+                        }
+                    }
                     _ => None,
                 };
                 if s.statistics {
@@ -461,18 +568,32 @@ impl Cache {
                         .and_then(|mut st| st.execute([]))
                         .ctx("counting a hit or miss")?;
                 }
-                let Some((row, value)) = found else { return Ok(None) };
+                let Some((row, value)) = found else {
+                    return Ok(None);
+                };
                 self.touch_access(db, row.rowid, s.eviction_policy, now)?;
-                Ok(Some(Entry { value, expire_time: row.expire_time, tag: row.tag }))
+                Ok(Some(Entry {
+                    value,
+                    expire_time: row.expire_time,
+                    tag: row.tag,
+                }))
             });
         }
         self.with_conn(|c| loop {
-            let Some(mut row) = self.read_row(&c.db, key)? else { return Ok(None) };
+            let Some(mut row) = self.read_row(&c.db, key)? else {
+                return Ok(None);
+            };
             if !live(row.expire_time, now()) {
                 return Ok(None);
             }
             match self.load(&mut row, as_file)? {
-                Found::Yes(value) => return Ok(Some(Entry { value, expire_time: row.expire_time, tag: row.tag })),
+                Found::Yes(value) => {
+                    return Ok(Some(Entry {
+                        value,
+                        expire_time: row.expire_time,
+                        tag: row.tag,
+                    }))
+                }
                 Found::Missing => {
                     let name = row.filename.unwrap_or_default();
                     if !self.missing_file(&c.db, key, &name)? {
@@ -483,33 +604,47 @@ impl Cache {
         })
     }
 
-    fn touch_access(&self, db: &Connection, rowid: i64, policy: EvictionPolicy, now: f64) -> Result<()> {
+    fn touch_access(
+        &self,
+        db: &Connection,
+        rowid: i64,
+        policy: EvictionPolicy,
+        now: f64,
+    ) -> Result<()> {
         let sql = match policy {
             EvictionPolicy::LeastRecentlyUsed => "UPDATE cache SET access_time = ?2 WHERE rowid = ?1",
             EvictionPolicy::LeastFrequentlyUsed => "UPDATE cache SET access_count = access_count + 1 WHERE rowid = ?1 AND ?2 IS NOT NULL",
             _ => return Ok(()),
         };
-        db.prepare_cached(sql).and_then(|mut st| st.execute(params![rowid, now])).ctx("recording an access")?;
+        db.prepare_cached(sql)
+            .and_then(|mut st| st.execute(params![rowid, now]))
+            .ctx("recording an access")?;
         Ok(())
     }
 
     pub fn contains(&self, key: &Key) -> Result<bool> {
         self.with_conn(|c| {
             let (k, raw) = key_sql(key);
-            let mut stmt = c
-                .db
-                .prepare_cached("SELECT expire_time FROM cache WHERE key = ?1 AND raw = ?2")
+            let mut stmt =
+                c.db.prepare_cached("SELECT expire_time FROM cache WHERE key = ?1 AND raw = ?2")
+                    .ctx("looking up a key")?;
+            let expire: Option<Option<f64>> = stmt
+                .query_row(params![k, raw], |r| r.get(0))
+                .optional()
                 .ctx("looking up a key")?;
-            let expire: Option<Option<f64>> =
-                stmt.query_row(params![k, raw], |r| r.get(0)).optional().ctx("looking up a key")?;
             Ok(expire.is_some_and(|e| live(e, now())))
         })
     }
 
     /// Read many keys in one transaction; `None` for each miss.
     pub fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Entry>>> {
-        let s = self.settings();
-        if s.statistics || matches!(s.eviction_policy, EvictionPolicy::LeastRecentlyUsed | EvictionPolicy::LeastFrequentlyUsed) {
+        let s = self.hot();
+        if s.statistics
+            || matches!(
+                s.eviction_policy,
+                EvictionPolicy::LeastRecentlyUsed | EvictionPolicy::LeastFrequentlyUsed
+            )
+        {
             // Every read is also a write here; keep one lock round trip per key like get().
             return keys.iter().map(|k| self.get(k, false)).collect();
         }
@@ -523,14 +658,20 @@ impl Cache {
                 let mut out = Vec::with_capacity(keys.len());
                 for key in keys {
                     let entry = match self.read_row(&c.db, key)? {
-                        Some(mut row) if live(row.expire_time, now) => match self.load(&mut row, false)? {
-                            Found::Yes(value) => Some(Entry { value, expire_time: row.expire_time, tag: row.tag }),
-                            Found::Missing => {
-                                let name = row.filename.clone().unwrap_or_default();
-                                self.missing_file(&c.db, key, &name)?;
-                                None
+                        Some(mut row) if live(row.expire_time, now) => {
+                            match self.load(&mut row, false)? {
+                                Found::Yes(value) => Some(Entry {
+                                    value,
+                                    expire_time: row.expire_time,
+                                    tag: row.tag,
+                                }),
+                                Found::Missing => {
+                                    let name = row.filename.clone().unwrap_or_default();
+                                    self.missing_file(&c.db, key, &name)?;
+                                    None
+                                }
                             }
-                        },
+                        }
                         _ => None,
                     };
                     out.push(entry);
@@ -551,7 +692,7 @@ impl Cache {
         self.write(None, |db, unlink| {
             let now = now();
             let mut delta = Delta::default();
-            let sql = format!("SELECT {ROW_COLUMNS}, key, raw FROM cache ORDER BY rowid {order} LIMIT 1");
+            let sql = format!(concat!("SELECT ", row_columns!(), ", key, raw FROM cache ORDER BY rowid {} LIMIT 1"), order);
             let found = loop {
                 let mut stmt = db.prepare_cached(&sql).ctx("peeking")?;
                 let got = stmt
@@ -581,7 +722,12 @@ impl Cache {
     }
 
     /// A page of keys in key order, strictly after `after` (or from the start). Expired keys included.
-    pub fn keys_sorted(&self, after: Option<&Key>, reverse: bool, limit: usize) -> Result<Vec<Key>> {
+    pub fn keys_sorted(
+        &self,
+        after: Option<&Key>,
+        reverse: bool,
+        limit: usize,
+    ) -> Result<Vec<Key>> {
         self.with_conn(|c| {
             let (cmp, order) = if reverse { ("<", "DESC") } else { (">", "ASC") };
             let limit = limit as i64;
@@ -608,11 +754,20 @@ impl Cache {
 
     /// The highest rowid now in use: iteration in insertion order stops there.
     pub fn max_rowid(&self) -> Result<Option<i64>> {
-        self.with_conn(|c| c.db.query_row("SELECT MAX(rowid) FROM cache", [], |r| r.get(0)).ctx("reading the last row"))
+        self.with_conn(|c| {
+            c.db.query_row("SELECT MAX(rowid) FROM cache", [], |r| r.get(0))
+                .ctx("reading the last row")
+        })
     }
 
     /// A page of (rowid, key) with `lo < rowid < hi`, in rowid order (descending if not `ascending`).
-    pub fn keys_by_rowid(&self, lo: i64, hi: i64, ascending: bool, limit: usize) -> Result<Vec<(i64, Key)>> {
+    pub fn keys_by_rowid(
+        &self,
+        lo: i64,
+        hi: i64,
+        ascending: bool,
+        limit: usize,
+    ) -> Result<Vec<(i64, Key)>> {
         self.with_conn(|c| {
             let order = if ascending { "ASC" } else { "DESC" };
             let sql = format!("SELECT rowid, key, raw FROM cache WHERE ?1 < rowid AND rowid < ?2 ORDER BY rowid {order} LIMIT ?3");
@@ -636,7 +791,8 @@ impl Cache {
 
     /// Bytes used on disk: database pages plus value files.
     pub fn volume(&self) -> Result<u64> {
-        self.with_conn(|c| volume(&c.db, self.inner.page_size)).map(|v| v.max(0) as u64)
+        self.with_conn(|c| volume(&c.db, self.inner.page_size))
+            .map(|v| v.max(0) as u64)
     }
 
     fn meta_value(&self, column: &str) -> Result<i64> {
@@ -655,23 +811,52 @@ impl Cache {
         let expire_time = options.expire.map(|e| now + e);
         self.write(file, |db, unlink| {
             let mut delta = Delta::default();
-            self.upsert(db, key, &prepared, expire_time, &options.tag, now, unlink, &mut delta)?;
+            self.upsert(
+                db,
+                key,
+                &prepared,
+                expire_time,
+                &options.tag,
+                now,
+                unlink,
+                &mut delta,
+            )?;
             self.cull_in(db, now, unlink, &mut delta)?;
             apply_delta(db, &delta)
         })
     }
 
     /// Store the bytes read from `reader` (python-diskcache's `set(..., read=True)`): always a value file.
-    pub fn set_from_reader(&self, key: &Key, reader: &mut dyn Read, options: &WriteOptions) -> Result<()> {
+    pub fn set_from_reader(
+        &self,
+        key: &Key,
+        reader: &mut dyn Read,
+        options: &WriteOptions,
+    ) -> Result<()> {
         let lock = DirLock::shared(&self.inner.directory, self.inner.timeout)?;
         let name = ValueFiles::new_name()?;
         let (size, crc) = self.inner.files.write_from(&name, reader)?;
-        let prepared = Prepared { kind: Kind::Bytes, crc, size: size as i64, inline: None, file: Some(name.clone()) };
+        let prepared = Prepared {
+            kind: Kind::Bytes,
+            crc,
+            size: size as i64,
+            inline: None,
+            file: Some(name.clone()),
+        };
         let now = now();
         let expire_time = options.expire.map(|e| now + e);
         self.write(Some((name, lock)), |db, unlink| {
             let mut delta = Delta::default();
-            self.upsert(db, key, &prepared, expire_time, &options.tag, now, unlink, &mut delta)?;
+            self.upsert(
+                db,
+                key,
+                &prepared,
+                expire_time,
+                &options.tag,
+                now,
+                unlink,
+                &mut delta,
+            )?;
             self.cull_in(db, now, unlink, &mut delta)?;
             apply_delta(db, &delta)
         })
@@ -694,7 +879,16 @@ impl Cache {
                 return Ok(false);
             }
             let mut delta = Delta::default();
-            self.upsert(db, key, &prepared, expire_time, &options.tag, now, unlink, &mut delta)?;
+            self.upsert(
+                db,
+                key,
+                &prepared,
+                expire_time,
+                &options.tag,
+                now,
+                unlink,
+                &mut delta,
+            )?;
             self.cull_in(db, now, unlink, &mut delta)?;
             apply_delta(db, &delta)?;
             Ok(true)
@@ -727,7 +921,16 @@ impl Cache {
             drop(lock);
             let mut delta = Delta::default();
             for ((key, _), p) in items.iter().zip(&prepared) {
-                self.upsert(db, key, p, expire_time, &options.tag, now, unlink, &mut delta)?;
+                self.upsert(
+                    db,
+                    key,
+                    p,
+                    expire_time,
+                    &options.tag,
+                    now,
+                    unlink,
+                    &mut delta,
+                )?;
             }
             self.cull_in(db, now, unlink, &mut delta)?;
             apply_delta(db, &delta)
@@ -760,7 +963,10 @@ impl Cache {
         let (k, raw) = key_sql(key);
         let old: Option<(i64, Option<String>, i64)> = db
             .prepare_cached("SELECT rowid, filename, size FROM cache WHERE key = ?1 AND raw = ?2")
-            .and_then(|mut st| st.query_row(params![k, raw], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional())
+            .and_then(|mut st| {
+                st.query_row(params![k, raw], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                    .optional()
+            })
             .ctx("writing an entry")?;
         let value = inline_sql(p.inline);
         let tag = scalar_sql(tag);
@@ -795,8 +1001,14 @@ impl Cache {
 
     /// python-diskcache's cull on write: up to `cull_limit` expired entries, then, while the
     /// volume is at least `size_limit`, up to the rest of `cull_limit` by the eviction policy.
-    fn cull_in(&self, db: &Connection, now: f64, unlink: &mut Vec<String>, delta: &mut Delta) -> Result<()> {
-        let s = self.settings();
+    fn cull_in(
+        &self,
+        db: &Connection,
+        now: f64,
+        unlink: &mut Vec<String>,
+        delta: &mut Delta,
+    ) -> Result<()> {
+        let s = self.hot();
         let mut limit = s.cull_limit;
         if limit == 0 {
             return Ok(());
@@ -813,14 +1025,19 @@ impl Cache {
         if limit == 0 {
             return Ok(());
         }
-        let Some(order) = policy_order(s.eviction_policy) else { return Ok(()) };
+        let Some(order) = policy_order(s.eviction_policy) else {
+            return Ok(());
+        };
         apply_delta(db, delta)?; // volume() reads meta.size
         *delta = Delta::default();
         if volume(db, self.inner.page_size)? < s.size_limit {
             return Ok(());
         }
-        let victims =
-            select_rows(db, &format!("SELECT rowid, filename, size FROM cache ORDER BY {order} LIMIT ?1"), params![limit])?;
+        let victims = select_rows(
+            db,
+            &format!("SELECT rowid, filename, size FROM cache ORDER BY {order} LIMIT ?1"),
+            params![limit],
+        )?;
         for r in &victims {
             delete_by_rowid(db, r, unlink, delta)?;
         }
@@ -830,7 +1047,9 @@ impl Cache {
     /// Remove and return an unexpired entry.
     pub fn pop(&self, key: &Key) -> Result<Option<Entry>> {
         self.write(None, |db, unlink| {
-            let Some(mut row) = self.read_row(db, key)? else { return Ok(None) };
+            let Some(mut row) = self.read_row(db, key)? else {
+                return Ok(None);
+            };
             if !live(row.expire_time, now()) {
                 return Ok(None);
             }
@@ -839,7 +1058,11 @@ impl Cache {
             delete_row(db, &row, unlink, &mut delta)?;
             apply_delta(db, &delta)?;
             match value {
-                Found::Yes(value) => Ok(Some(Entry { value, expire_time: row.expire_time, tag: row.tag })),
+                Found::Yes(value) => Ok(Some(Entry {
+                    value,
+                    expire_time: row.expire_time,
+                    tag: row.tag,
+                })),
                 Found::Missing => Ok(None),
             }
         })
@@ -886,7 +1109,7 @@ impl Cache {
 
     /// Add `delta` to an int value atomically; an absent or expired key starts at `default`.
     pub fn incr(&self, key: &Key, delta: i64, default: Option<i64>) -> Result<Incr> {
-        let policy = self.settings().eviction_policy;
+        let policy = self.hot().eviction_policy;
         self.write(None, |db, unlink| {
             let now = now();
             let (k, raw) = key_sql(key);
@@ -946,16 +1169,30 @@ impl Cache {
     /// Delete rows chosen by `select` in batches, one transaction per batch, so other writers
     /// get the lock in between. `select` takes (?1 cursor, ?2 limit) plus `extra` and returns
     /// (rowid, filename, size, cursor).
-    fn delete_batches(&self, select: &str, mut cursor: SqlValue, extra: Option<SqlValue>) -> Result<u64> {
+    fn delete_batches(
+        &self,
+        select: &str,
+        mut cursor: SqlValue,
+        extra: Option<SqlValue>,
+    ) -> Result<u64> {
         let mut total = 0u64;
         loop {
             let n = self.write(None, |db, unlink| {
                 let mut args = vec![cursor.clone(), SqlValue::Integer(BATCH)];
                 args.extend(extra.clone());
-                let mut stmt = db.prepare_cached(select).ctx("selecting entries to remove")?;
+                let mut stmt = db
+                    .prepare_cached(select)
+                    .ctx("selecting entries to remove")?;
                 let rows = stmt
                     .query_map(rusqlite::params_from_iter(args), |r| {
-                        Ok((DeadRow { rowid: r.get(0)?, filename: r.get(1)?, size: r.get(2)? }, r.get::<_, SqlValue>(3)?))
+                        Ok((
+                            DeadRow {
+                                rowid: r.get(0)?,
+                                filename: r.get(1)?,
+                                size: r.get(2)?,
+                            },
+                            r.get::<_, SqlValue>(3)?,
+                        ))
                     })
                     .and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>())
                     .ctx("selecting entries to remove")?;
@@ -1009,12 +1246,17 @@ impl Cache {
     pub fn cull(&self) -> Result<u64> {
         let now = now();
         let mut count = self.expire(Some(now))?;
-        let s = self.settings();
-        let Some(order) = policy_order(s.eviction_policy) else { return Ok(0) };
+        let s = self.hot();
+        let Some(order) = policy_order(s.eviction_policy) else {
+            return Ok(0);
+        };
         while self.volume()? > s.size_limit as u64 {
             let n = self.write(None, |db, unlink| {
-                let rows =
-                    select_rows(db, &format!("SELECT rowid, filename, size FROM cache ORDER BY {order} LIMIT 10"), [])?;
+                let rows = select_rows(
+                    db,
+                    &format!("SELECT rowid, filename, size FROM cache ORDER BY {order} LIMIT 10"),
+                    [],
+                )?;
                 let mut delta = Delta::default();
                 for r in &rows {
                     delete_by_rowid(db, r, unlink, &mut delta)?;
@@ -1036,7 +1278,9 @@ impl Cache {
     pub fn check(&self, fix: bool) -> Result<Vec<String>> {
         let mut problems = Vec::new();
         self.with_conn(|c| {
-            let mut stmt = c.db.prepare("PRAGMA integrity_check").ctx("checking integrity")?;
+            let mut stmt =
+                c.db.prepare("PRAGMA integrity_check")
+                    .ctx("checking integrity")?;
             let rows: Vec<String> = stmt
                 .query_map([], |r| r.get(0))
                 .and_then(|it| it.collect())
@@ -1057,9 +1301,11 @@ impl Cache {
             let mut known = std::collections::HashSet::new();
             let rows = {
                 let mut stmt = db
-                    .prepare(&format!("SELECT {ROW_COLUMNS} FROM cache"))
+                    .prepare(concat!("SELECT ", row_columns!(), " FROM cache"))
                     .ctx("checking entries")?;
-                let rows = stmt.query_map([], row_from).and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>());
+                let rows = stmt
+                    .query_map([], row_from)
+                    .and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>());
                 rows.ctx("checking entries")?
             };
             for row in rows {
@@ -1074,10 +1320,18 @@ impl Cache {
                     known.insert(name.clone());
                     if let Found::Yes(real) = files.size(name).unwrap_or(Found::Missing) {
                         if real as i64 != row.size {
-                            problems.push(format!("wrong file size: {}, {} != {}", files.path(name).display(), real, row.size));
+                            problems.push(format!(
+                                "wrong file size: {}, {} != {}",
+                                files.path(name).display(),
+                                real,
+                                row.size
+                            ));
                             if fix {
-                                db.execute("UPDATE cache SET size = ?1 WHERE rowid = ?2", params![real as i64, row.rowid])
-                                    .ctx("fixing a file size")?;
+                                db.execute(
+                                    "UPDATE cache SET size = ?1 WHERE rowid = ?2",
+                                    params![real as i64, row.rowid],
+                                )
+                                .ctx("fixing a file size")?;
                                 delta.size += real as i64 - row.size;
                                 row.size = real as i64;
                             }
@@ -1086,9 +1340,10 @@ impl Cache {
                 }
                 let problem = match self.load(&mut row, true) {
                     Ok(Found::Yes(_)) => None,
-                    Ok(Found::Missing) => {
-                        Some(format!("file not found: {}", files.path(row.filename.as_deref().unwrap_or("")).display()))
-                    }
+                    Ok(Found::Missing) => Some(format!(
+                        "file not found: {}",
+                        files.path(row.filename.as_deref().unwrap_or("")).display()
+                    )),
                     Err(e) => Some(format!("damaged entry (rowid {}): {e}", row.rowid)),
                 };
                 if let Some(p) = problem {
@@ -1102,25 +1357,43 @@ impl Cache {
                 if plain && known.contains(&name) {
                     continue;
                 }
-                problems.push(format!("unknown file: {}", files.root().join(&name).display()));
+                problems.push(format!(
+                    "unknown file: {}",
+                    files.root().join(&name).display()
+                ));
                 if fix {
                     let _ = files.remove_unknown(&name);
                 }
             }
             apply_delta(db, &delta)?;
-            let (count, size): (i64, i64) =
-                db.query_row("SELECT count, size FROM meta", [], |r| Ok((r.get(0)?, r.get(1)?))).ctx("checking counters")?;
+            let (count, size): (i64, i64) = db
+                .query_row("SELECT count, size FROM meta", [], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
+                .ctx("checking counters")?;
             let (real_count, real_size): (i64, i64) = db
-                .query_row("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM cache", [], |r| Ok((r.get(0)?, r.get(1)?)))
+                .query_row(
+                    "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM cache",
+                    [],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
                 .ctx("checking counters")?;
             if count != real_count {
-                problems.push(format!("meta.count != COUNT(cache); {count} != {real_count}"));
+                problems.push(format!(
+                    "meta.count != COUNT(cache); {count} != {real_count}"
+                ));
             }
             if size != real_size {
-                problems.push(format!("meta.size != SUM(cache.size); {size} != {real_size}"));
+                problems.push(format!(
+                    "meta.size != SUM(cache.size); {size} != {real_size}"
+                ));
             }
             if fix && (count != real_count || size != real_size) {
-                db.execute("UPDATE meta SET count = ?1, size = ?2", params![real_count, real_size]).ctx("fixing counters")?;
+                db.execute(
+                    "UPDATE meta SET count = ?1, size = ?2",
+                    params![real_count, real_size],
+                )
+                .ctx("fixing counters")?;
             }
             Ok(())
         })?;
@@ -1130,11 +1403,17 @@ impl Cache {
     /// (hits, misses); `enable` turns counting on or off, `reset` zeroes the counters.
     pub fn stats(&self, enable: bool, reset: bool) -> Result<(u64, u64)> {
         let (hits, misses) = self.with_conn(|c| {
-            c.db.query_row("SELECT hits, misses FROM meta", [], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))
-                .ctx("reading statistics")
+            c.db.query_row("SELECT hits, misses FROM meta", [], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
+            })
+            .ctx("reading statistics")
         })?;
         if reset {
-            self.write(None, |db, _| db.execute("UPDATE meta SET hits = 0, misses = 0", []).map(drop).ctx("resetting statistics"))?;
+            self.write(None, |db, _| {
+                db.execute("UPDATE meta SET hits = 0, misses = 0", [])
+                    .map(drop)
+                    .ctx("resetting statistics")
+            })?;
         }
         self.reset("statistics", Some(SettingValue::Int(enable as i64)), true)?;
         Ok((hits.max(0) as u64, misses.max(0) as u64))
@@ -1142,21 +1421,32 @@ impl Cache {
 
     /// Read a setting (or one of the counters `count`, `size`, `hits`, `misses`) as stored in
     /// the directory, or with `value` change it; `update` persists the change.
-    pub fn reset(&self, name: &str, value: Option<SettingValue>, update: bool) -> Result<SettingValue> {
+    pub fn reset(
+        &self,
+        name: &str,
+        value: Option<SettingValue>,
+        update: bool,
+    ) -> Result<SettingValue> {
         if matches!(name, "count" | "size" | "hits" | "misses") {
             if value.is_some() {
-                return Err(Error::Setting(format!("{name} is a counter the cache keeps; it cannot be set")));
+                return Err(Error::Setting(format!(
+                    "{name} is a counter the cache keeps; it cannot be set"
+                )));
             }
             return self.meta_value(name).map(SettingValue::Int);
         }
         let Some(value) = value else {
             let stored: Option<Option<SettingValue>> = self.with_conn(|c| {
-                c.db.query_row("SELECT value FROM settings WHERE name = ?1", [name], |r| Ok(setting_from(r.get_ref(0)?)))
-                    .optional()
-                    .ctx("reading a setting")
+                c.db.query_row("SELECT value FROM settings WHERE name = ?1", [name], |r| {
+                    Ok(setting_from(r.get_ref(0)?))
+                })
+                .optional()
+                .ctx("reading a setting")
             })?;
             let current = self.settings().get(name)?;
-            let Some(stored) = stored.flatten() else { return Ok(current) };
+            let Some(stored) = stored.flatten() else {
+                return Ok(current);
+            };
             if stored != current {
                 self.apply_setting(name, &stored)?;
             }
@@ -1186,11 +1476,13 @@ impl Cache {
     }
 
     pub fn create_tag_index(&self) -> Result<()> {
-        self.reset("tag_index", Some(SettingValue::Int(1)), true).map(drop)
+        self.reset("tag_index", Some(SettingValue::Int(1)), true)
+            .map(drop)
     }
 
     pub fn drop_tag_index(&self) -> Result<()> {
-        self.reset("tag_index", Some(SettingValue::Int(0)), true).map(drop)
+        self.reset("tag_index", Some(SettingValue::Int(0)), true)
+            .map(drop)
     }
 }
 
@@ -1228,30 +1520,45 @@ CREATE INDEX cache_expire ON cache (expire_time) WHERE expire_time IS NOT NULL;
 /// Create or validate the database and reconcile settings. Runs under the exclusive directory
 /// lock. Returns the settings in force.
 fn init_database(db: &Connection, overrides: &[(String, SettingValue)]) -> Result<Settings> {
-    let version: i64 = db.query_row("PRAGMA user_version", [], |r| r.get(0)).ctx("reading the format version")?;
-    let app_id: i64 = db.query_row("PRAGMA application_id", [], |r| r.get(0)).ctx("reading the format version")?;
+    let version: i64 = db
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .ctx("reading the format version")?;
+    let app_id: i64 = db
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .ctx("reading the format version")?;
     if version > FORMAT_VERSION {
-        return Err(Error::FormatVersion { found: version, supported: FORMAT_VERSION });
+        return Err(Error::FormatVersion {
+            found: version,
+            supported: FORMAT_VERSION,
+        });
     }
     let mut settings = Settings::default();
     if version == 0 {
-        let tables: i64 =
-            db.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| r.get(0)).ctx("inspecting the database")?;
+        let tables: i64 = db
+            .query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| r.get(0))
+            .ctx("inspecting the database")?;
         if tables > 0 {
             return Err(not_ours());
         }
         for (name, value) in overrides {
             settings.set(name, value)?;
         }
-        let mode: String = db.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).ctx("switching to WAL")?;
+        let mode: String = db
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .ctx("switching to WAL")?;
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(Error::NotACache(format!(
                 "SQLite could not put the cache database in WAL mode (it reports {mode:?}); \
                  the directory must be on a local file system that supports shared memory"
             )));
         }
-        db.execute_batch(&format!("PRAGMA auto_vacuum = {}", settings.sqlite_auto_vacuum)).ctx("creating the schema")?;
-        db.execute_batch("BEGIN IMMEDIATE").map_err(|e| sql_error("creating the schema", e))?;
+        db.execute_batch(&format!(
+            "PRAGMA auto_vacuum = {}",
+            settings.sqlite_auto_vacuum
+        ))
+        .ctx("creating the schema")?;
+        db.execute_batch("BEGIN IMMEDIATE")
+            .map_err(|e| sql_error("creating the schema", e))?;
         let created = (|| {
             db.execute_batch(SCHEMA).ctx("creating the schema")?;
             for name in crate::SETTING_NAMES {
@@ -1259,8 +1566,10 @@ fn init_database(db: &Connection, overrides: &[(String, SettingValue)]) -> Resul
             }
             schema_for_setting(db, "eviction_policy", &settings)?;
             schema_for_setting(db, "tag_index", &settings)?;
-            db.execute_batch(&format!("PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {FORMAT_VERSION};"))
-                .ctx("creating the schema")
+            db.execute_batch(&format!(
+                "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {FORMAT_VERSION};"
+            ))
+            .ctx("creating the schema")
         })();
         return match created.and_then(|()| db.execute_batch("COMMIT").ctx("creating the schema")) {
             Ok(()) => Ok(settings),
@@ -1274,9 +1583,13 @@ fn init_database(db: &Connection, overrides: &[(String, SettingValue)]) -> Resul
         return Err(not_ours());
     }
     {
-        let mut stmt = db.prepare("SELECT name, value FROM settings").ctx("reading settings")?;
+        let mut stmt = db
+            .prepare("SELECT name, value FROM settings")
+            .ctx("reading settings")?;
         let rows = stmt
-            .query_map([], |r| Ok((r.get::<_, String>(0)?, setting_from(r.get_ref(1)?))))
+            .query_map([], |r| {
+                Ok((r.get::<_, String>(0)?, setting_from(r.get_ref(1)?)))
+            })
             .and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>())
             .ctx("reading settings")?;
         for (name, value) in rows {
@@ -1297,7 +1610,8 @@ fn init_database(db: &Connection, overrides: &[(String, SettingValue)]) -> Resul
     if changed.is_empty() {
         return Ok(settings);
     }
-    db.execute_batch("BEGIN IMMEDIATE").map_err(|e| sql_error("saving settings", e))?;
+    db.execute_batch("BEGIN IMMEDIATE")
+        .map_err(|e| sql_error("saving settings", e))?;
     let saved = changed.iter().try_for_each(|name| {
         persist_setting(db, name, &settings.get(name)?)?;
         schema_for_setting(db, name, &settings)
@@ -1324,8 +1638,11 @@ fn persist_setting(db: &Connection, name: &str, value: &SettingValue) -> Result<
         SettingValue::Int(i) => SqlValue::Integer(*i),
         SettingValue::Str(s) => SqlValue::Text(s.clone()),
     };
-    db.execute("INSERT OR REPLACE INTO settings (name, value) VALUES (?1, ?2)", params![name, v])
-        .ctx("saving a setting")?;
+    db.execute(
+        "INSERT OR REPLACE INTO settings (name, value) VALUES (?1, ?2)",
+        params![name, v],
+    )
+    .ctx("saving a setting")?;
     Ok(())
 }
 
@@ -1335,9 +1652,21 @@ fn schema_for_setting(db: &Connection, name: &str, s: &Settings) -> Result<()> {
         "eviction_policy" => {
             let mut sql = String::new();
             for (policy, index, column) in [
-                (EvictionPolicy::LeastRecentlyStored, "cache_store_time", "store_time"),
-                (EvictionPolicy::LeastRecentlyUsed, "cache_access_time", "access_time"),
-                (EvictionPolicy::LeastFrequentlyUsed, "cache_access_count", "access_count"),
+                (
+                    EvictionPolicy::LeastRecentlyStored,
+                    "cache_store_time",
+                    "store_time",
+                ),
+                (
+                    EvictionPolicy::LeastRecentlyUsed,
+                    "cache_access_time",
+                    "access_time",
+                ),
+                (
+                    EvictionPolicy::LeastFrequentlyUsed,
+                    "cache_access_count",
+                    "access_count",
+                ),
             ] {
                 if policy == s.eviction_policy {
                     sql += &format!("CREATE INDEX IF NOT EXISTS {index} ON cache ({column});");
@@ -1348,7 +1677,8 @@ fn schema_for_setting(db: &Connection, name: &str, s: &Settings) -> Result<()> {
             sql
         }
         "tag_index" if s.tag_index => {
-            "CREATE INDEX IF NOT EXISTS cache_tag ON cache (tag, rowid) WHERE tag IS NOT NULL".into()
+            "CREATE INDEX IF NOT EXISTS cache_tag ON cache (tag, rowid) WHERE tag IS NOT NULL"
+                .into()
         }
         "tag_index" => "DROP INDEX IF EXISTS cache_tag".into(),
         _ => return Ok(()),
@@ -1360,7 +1690,9 @@ fn setting_from(v: Sql<'_>) -> Option<SettingValue> {
     match v {
         Sql::Integer(i) => Some(SettingValue::Int(i)),
         Sql::Real(f) => Some(SettingValue::Int(f as i64)),
-        Sql::Text(t) => std::str::from_utf8(t).ok().map(|s| SettingValue::Str(s.to_owned())),
+        Sql::Text(t) => std::str::from_utf8(t)
+            .ok()
+            .map(|s| SettingValue::Str(s.to_owned())),
         _ => None,
     }
 }
@@ -1415,7 +1747,9 @@ fn scalar_from(v: Sql<'_>) -> Result<Option<Scalar>> {
         Sql::Integer(i) => Some(Scalar::Int(i)),
         Sql::Real(f) => Some(Scalar::Float(f)),
         Sql::Text(t) => Some(Scalar::Str(
-            std::str::from_utf8(t).map_err(|_| Error::corrupt("a stored tag is not valid UTF-8"))?.to_owned(),
+            std::str::from_utf8(t)
+                .map_err(|_| Error::corrupt("a stored tag is not valid UTF-8"))?
+                .to_owned(),
         )),
         Sql::Blob(b) => Some(Scalar::Bytes(b.to_vec())),
     })
@@ -1429,11 +1763,13 @@ fn key_from(v: Sql<'_>, raw: i64) -> Result<Key> {
         },
         (RAW_ENCODED, Sql::Blob(b)) => Ok(Key::Encoded(b.to_vec())),
         (RAW_PICKLED, Sql::Blob(b)) => Ok(Key::Pickled(b.to_vec())),
-        _ => Err(Error::corrupt(format!("a stored key has an unknown form (raw = {raw})"))),
+        _ => Err(Error::corrupt(format!(
+            "a stored key has an unknown form (raw = {raw})"
+        ))),
     }
 }
 
-/// Map a `SELECT {ROW_COLUMNS}` row. Damage to the row itself is reported per row.
+/// Map a `SELECT row_columns!()` row. Damage to the row itself is reported per row.
 fn row_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Row>> {
     let inline = match r.get_ref(7)? {
         Sql::Null => Inline::Null,
@@ -1463,7 +1799,9 @@ fn load_inline(kind: Kind, crc: u32, inline: Inline) -> Result<StoredValue> {
         if checksum(bytes) == crc {
             Ok(())
         } else {
-            Err(Error::corrupt("a stored value does not match its checksum; the bytes on disk were damaged"))
+            Err(Error::corrupt(
+                "a stored value does not match its checksum; the bytes on disk were damaged",
+            ))
         }
     };
     Ok(match (kind, inline) {
@@ -1477,7 +1815,10 @@ fn load_inline(kind: Kind, crc: u32, inline: Inline) -> Result<StoredValue> {
         }
         (Kind::Str, Inline::Text(b) | Inline::Blob(b)) => {
             check(&b)?;
-            StoredValue::Str(String::from_utf8(b).map_err(|_| Error::corrupt("a stored text value is not valid UTF-8"))?)
+            StoredValue::Str(
+                String::from_utf8(b)
+                    .map_err(|_| Error::corrupt("a stored text value is not valid UTF-8"))?,
+            )
         }
         (Kind::Bytes, Inline::Blob(b)) => {
             check(&b)?;
@@ -1491,7 +1832,11 @@ fn load_inline(kind: Kind, crc: u32, inline: Inline) -> Result<StoredValue> {
             check(&b)?;
             StoredValue::Pickled(b)
         }
-        (kind, _) => return Err(Error::corrupt(format!("a stored value does not have the SQLite type its kind ({kind:?}) needs"))),
+        (kind, _) => {
+            return Err(Error::corrupt(format!(
+                "a stored value does not have the SQLite type its kind ({kind:?}) needs"
+            )))
+        }
     })
 }
 
@@ -1504,12 +1849,23 @@ struct DeadRow {
 
 fn select_rows(db: &Connection, sql: &str, args: impl rusqlite::Params) -> Result<Vec<DeadRow>> {
     let mut stmt = db.prepare_cached(sql).ctx("selecting entries to remove")?;
-    stmt.query_map(args, |r| Ok(DeadRow { rowid: r.get(0)?, filename: r.get(1)?, size: r.get(2)? }))
-        .and_then(|it| it.collect())
-        .ctx("selecting entries to remove")
+    stmt.query_map(args, |r| {
+        Ok(DeadRow {
+            rowid: r.get(0)?,
+            filename: r.get(1)?,
+            size: r.get(2)?,
+        })
+    })
+    .and_then(|it| it.collect())
+    .ctx("selecting entries to remove")
 }
 
-fn delete_by_rowid(db: &Connection, r: &DeadRow, unlink: &mut Vec<String>, delta: &mut Delta) -> Result<()> {
+fn delete_by_rowid(
+    db: &Connection,
+    r: &DeadRow,
+    unlink: &mut Vec<String>,
+    delta: &mut Delta,
+) -> Result<()> {
     let n = db
         .prepare_cached("DELETE FROM cache WHERE rowid = ?1")
         .and_then(|mut st| st.execute([r.rowid]))
@@ -1522,11 +1878,31 @@ fn delete_by_rowid(db: &Connection, r: &DeadRow, unlink: &mut Vec<String>, delta
     Ok(())
 }
 
-fn delete_row(db: &Connection, row: &Row, unlink: &mut Vec<String>, delta: &mut Delta) -> Result<()> {
-    delete_by_rowid(db, &DeadRow { rowid: row.rowid, filename: row.filename.clone(), size: row.size }, unlink, delta)
+fn delete_row(
+    db: &Connection,
+    row: &Row,
+    unlink: &mut Vec<String>,
+    delta: &mut Delta,
+) -> Result<()> {
+    delete_by_rowid(
+        db,
+        &DeadRow {
+            rowid: row.rowid,
+            filename: row.filename.clone(),
+            size: row.size,
+        },
+        unlink,
+        delta,
+    )
 }
 
-fn delete_live(db: &Connection, key: &Key, now: f64, unlink: &mut Vec<String>, delta: &mut Delta) -> Result<bool> {
+fn delete_live(
+    db: &Connection,
+    key: &Key,
+    now: f64,
+    unlink: &mut Vec<String>,
+    delta: &mut Delta,
+) -> Result<bool> {
     let (k, raw) = key_sql(key);
     let gone: Option<(Option<String>, i64)> = db
         .prepare_cached(
@@ -1534,7 +1910,9 @@ fn delete_live(db: &Connection, key: &Key, now: f64, unlink: &mut Vec<String>, d
         )
         .and_then(|mut st| st.query_row(params![k, raw, now], |r| Ok((r.get(0)?, r.get(1)?))).optional())
         .ctx("deleting an entry")?;
-    let Some((filename, size)) = gone else { return Ok(false) };
+    let Some((filename, size)) = gone else {
+        return Ok(false);
+    };
     delta.count -= 1;
     delta.size -= size;
     unlink.extend(filename);

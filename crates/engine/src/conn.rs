@@ -6,6 +6,8 @@ use crate::Result;
 use rusqlite::{Connection, OpenFlags};
 use std::cell::Cell;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Once;
 use std::time::{Duration, Instant};
 
 thread_local! {
@@ -52,9 +54,12 @@ fn busy_wait(attempt: i32) -> bool {
 }
 
 pub(crate) fn open(path: &Path) -> Result<Connection> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let mut db = Connection::open_with_flags(path, flags).ctx("opening the cache database")?;
-    db.busy_handler(Some(busy_wait)).ctx("installing the busy handler")?;
+    db.busy_handler(Some(busy_wait))
+        .ctx("installing the busy handler")?;
     db.set_prepared_statement_cache_capacity(64);
     Ok(db)
 }
@@ -66,4 +71,21 @@ pub(crate) fn apply_pragmas(db: &Connection, s: &Settings) -> Result<()> {
         s.sqlite_synchronous, s.sqlite_cache_size, s.sqlite_mmap_size
     ))
     .ctx("applying connection settings")
+}
+
+static FORKS: AtomicU64 = AtomicU64::new(0);
+static AT_FORK: Once = Once::new();
+
+extern "C" fn after_fork_in_child() {
+    FORKS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// How many times this process image has been forked into (0 in the original process).
+/// Cheaper than `getpid()` on every call, and it changes exactly when connections must not be reused.
+pub(crate) fn fork_generation() -> u64 {
+    AT_FORK.call_once(|| {
+        // SAFETY: registers a handler that only bumps an atomic, which is async-signal-safe.
+        unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+    });
+    FORKS.load(Ordering::Relaxed)
 }

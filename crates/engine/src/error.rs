@@ -28,14 +28,25 @@ pub enum Error {
     /// A queue ran out of key numbers on one side (D-057).
     Overflow(String),
     /// A file system operation failed.
-    Io { context: String, path: Option<PathBuf>, source: io::Error },
+    Io {
+        context: String,
+        path: Option<PathBuf>,
+        source: io::Error,
+    },
     /// Any other SQLite failure (a full disk, an I/O error, a malformed database).
-    Sqlite { context: &'static str, source: rusqlite::Error },
+    Sqlite {
+        context: &'static str,
+        source: rusqlite::Error,
+    },
 }
 
 impl Error {
     pub(crate) fn io(context: impl Into<String>, path: Option<PathBuf>, source: io::Error) -> Self {
-        Error::Io { context: context.into(), path, source }
+        Error::Io {
+            context: context.into(),
+            path,
+            source,
+        }
     }
 
     pub(crate) fn corrupt(message: impl Into<String>) -> Self {
@@ -68,7 +79,11 @@ impl fmt::Display for Error {
             Error::InvalidArgument(m) => write!(f, "{m}"),
             Error::Setting(m) => write!(f, "{m}"),
             Error::Overflow(m) => write!(f, "{m}"),
-            Error::Io { context, path, source } => match path {
+            Error::Io {
+                context,
+                path,
+                source,
+            } => match path {
                 Some(p) => write!(f, "{context} ({}): {source}", p.display()),
                 None => write!(f, "{context}: {source}"),
             },

@@ -27,7 +27,9 @@ pub(crate) enum Found<T> {
 
 impl ValueFiles {
     pub(crate) fn new(directory: &Path) -> ValueFiles {
-        ValueFiles { root: directory.join(VALUES_DIR) }
+        ValueFiles {
+            root: directory.join(VALUES_DIR),
+        }
     }
 
     pub(crate) fn root(&self) -> &Path {
@@ -41,8 +43,13 @@ impl ValueFiles {
     /// A fresh random name, "ab/<30 hex>.val".
     pub(crate) fn new_name() -> Result<String> {
         let mut raw = [0u8; 16];
-        getrandom::fill(&mut raw)
-            .map_err(|e| Error::io("drawing a random value file name", None, io::Error::other(e.to_string())))?;
+        getrandom::fill(&mut raw).map_err(|e| {
+            Error::io(
+                "drawing a random value file name",
+                None,
+                io::Error::other(e.to_string()),
+            )
+        })?;
         let hex: String = raw.iter().map(|b| format!("{b:02x}")).collect();
         Ok(format!("{}/{}.val", &hex[..2], &hex[2..]))
     }
@@ -50,8 +57,16 @@ impl ValueFiles {
     /// Split a stored name into (subdirectory, file), refusing anything we did not generate.
     pub(crate) fn validate(name: &str) -> Result<(&str, &str)> {
         let b = name.as_bytes();
-        let hex = |s: &[u8]| s.iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c));
-        if b.len() == NAME_LEN && b[2] == b'/' && name.ends_with(".val") && hex(&b[..2]) && hex(&b[3..33]) {
+        let hex = |s: &[u8]| {
+            s.iter()
+                .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+        };
+        if b.len() == NAME_LEN
+            && b[2] == b'/'
+            && name.ends_with(".val")
+            && hex(&b[..2])
+            && hex(&b[3..33])
+        {
             Ok((&name[..2], &name[3..]))
         } else {
             Err(Error::corrupt(format!(
@@ -63,7 +78,11 @@ impl ValueFiles {
 
     fn open_root(&self) -> io::Result<OwnedFd> {
         let c = cstring(self.root.as_os_str().as_encoded_bytes())?;
-        open_fd(libc::AT_FDCWD, &c, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        open_fd(
+            libc::AT_FDCWD,
+            &c,
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+        )
     }
 
     fn open_sub(&self, sub: &str, create: bool) -> io::Result<OwnedFd> {
@@ -154,7 +173,11 @@ impl ValueFiles {
         if let Err(e) = result {
             drop(f);
             self.remove(name);
-            return Err(Error::io("writing a value file from a reader", Some(self.path(name)), e));
+            return Err(Error::io(
+                "writing a value file from a reader",
+                Some(self.path(name)),
+                e,
+            ));
         }
         Ok((size, crc))
     }
@@ -163,16 +186,19 @@ impl ValueFiles {
         let (sub, file) = Self::validate(name)?;
         let fd = self.open_sub(sub, true).and_then(|dir| {
             let c = cstring(file.as_bytes())?;
-            let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+            let flags =
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
             // SAFETY: valid fd and NUL-terminated name.
-            let raw = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags, 0o644 as libc::c_uint) };
+            let raw =
+                unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags, 0o644 as libc::c_uint) };
             if raw < 0 {
                 return Err(io::Error::last_os_error());
             }
             // SAFETY: openat returned a fresh descriptor we own.
             Ok(unsafe { OwnedFd::from_raw_fd(raw) })
         });
-        fd.map(File::from).map_err(|e| Error::io("creating a value file", Some(self.path(name)), e))
+        fd.map(File::from)
+            .map_err(|e| Error::io("creating a value file", Some(self.path(name)), e))
     }
 
     /// Read a whole value file and check its checksum.
@@ -183,7 +209,8 @@ impl ValueFiles {
         };
         let len = f.metadata().map(|m| m.len() as usize).unwrap_or(0);
         let mut data = Vec::with_capacity(len);
-        f.read_to_end(&mut data).map_err(|e| Error::io("reading a value file", Some(self.path(name)), e))?;
+        f.read_to_end(&mut data)
+            .map_err(|e| Error::io("reading a value file", Some(self.path(name)), e))?;
         if crc32c::crc32c(&data) != crc {
             return Err(checksum_error(name));
         }
@@ -199,7 +226,9 @@ impl ValueFiles {
         let mut buf = vec![0u8; 1 << 20];
         let (mut size, mut actual) = (0u64, 0u32);
         loop {
-            let n = f.read(&mut buf).map_err(|e| Error::io("reading a value file", Some(self.path(name)), e))?;
+            let n = f
+                .read(&mut buf)
+                .map_err(|e| Error::io("reading a value file", Some(self.path(name)), e))?;
             if n == 0 {
                 break;
             }
@@ -223,7 +252,9 @@ impl ValueFiles {
     /// Best-effort unlink of a file we named. A symlink in its place is removed itself, never
     /// followed; a name we did not generate is left alone.
     pub(crate) fn remove(&self, name: &str) {
-        let Ok((sub, file)) = Self::validate(name) else { return };
+        let Ok((sub, file)) = Self::validate(name) else {
+            return;
+        };
         if let Ok(dir) = self.open_sub(sub, false) {
             if let Ok(c) = cstring(file.as_bytes()) {
                 // SAFETY: valid fd and NUL-terminated name; unlinkat never follows the last component.
@@ -247,10 +278,14 @@ impl ValueFiles {
                 out.push((sub_name, false));
                 continue;
             }
-            let entries = std::fs::read_dir(sub.path()).map_err(|e| Error::io("listing value files", Some(sub.path()), e))?;
+            let entries = std::fs::read_dir(sub.path())
+                .map_err(|e| Error::io("listing value files", Some(sub.path()), e))?;
             for entry in entries.flatten() {
                 let plain = entry.file_type().map(|t| t.is_file()).unwrap_or(false);
-                out.push((format!("{sub_name}/{}", entry.file_name().to_string_lossy()), plain));
+                out.push((
+                    format!("{sub_name}/{}", entry.file_name().to_string_lossy()),
+                    plain,
+                ));
             }
         }
         Ok(out)
@@ -275,7 +310,8 @@ fn checksum_error(name: &str) -> Error {
 }
 
 fn cstring(bytes: &[u8]) -> io::Result<CString> {
-    CString::new(bytes).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
+    CString::new(bytes)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
 }
 
 fn open_fd(dir: RawFd, name: &CString, flags: libc::c_int) -> io::Result<OwnedFd> {

@@ -48,7 +48,9 @@ impl Key {
             Key::Native(Scalar::Float(f)) => Ok(Value::Float(*f)),
             Key::Native(Scalar::Str(s)) => Ok(Value::Str(s.clone())),
             Key::Native(Scalar::Bytes(b)) => Ok(Value::Bytes(b.clone())),
-            Key::Encoded(b) => value::decode(b).map_err(|e| Error::corrupt(format!("stored key: {e}"))),
+            Key::Encoded(b) => {
+                value::decode(b).map_err(|e| Error::corrupt(format!("stored key: {e}")))
+            }
             Key::Pickled(_) => Err(Error::Unsafe(
                 "this key is a pickle and the handle was opened with pickle=False; \
                  open it with pickle=True if you trust every writer of this directory"
@@ -69,7 +71,9 @@ impl Key {
 /// SQLite stores NaN as NULL, so a NaN key could be written but never found again.
 pub fn check_float_key(f: f64) -> Result<f64> {
     if f.is_nan() {
-        return Err(Error::invalid("key: NaN cannot be a cache key because it never equals itself; use another key"));
+        return Err(Error::invalid(
+            "key: NaN cannot be a cache key because it never equals itself; use another key",
+        ));
     }
     Ok(f)
 }

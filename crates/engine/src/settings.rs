@@ -30,12 +30,15 @@ impl EvictionPolicy {
     }
 
     pub fn parse(name: &str) -> Result<EvictionPolicy> {
-        EvictionPolicy::ALL.into_iter().find(|p| p.name() == name).ok_or_else(|| {
-            Error::Setting(format!(
+        EvictionPolicy::ALL
+            .into_iter()
+            .find(|p| p.name() == name)
+            .ok_or_else(|| {
+                Error::Setting(format!(
                 "eviction_policy: unknown policy {name:?}; use one of 'least-recently-stored', \
                  'least-recently-used', 'least-frequently-used' or 'none'"
             ))
-        })
+            })
     }
 }
 
@@ -146,14 +149,20 @@ impl Settings {
             "tag_index" => self.tag_index = int(name, value, 0, 1)? != 0,
             "eviction_policy" => match value {
                 SettingValue::Str(s) => self.eviction_policy = EvictionPolicy::parse(s)?,
-                SettingValue::Int(_) => return Err(Error::Setting("eviction_policy: expected a policy name (str)".into())),
+                SettingValue::Int(_) => {
+                    return Err(Error::Setting(
+                        "eviction_policy: expected a policy name (str)".into(),
+                    ))
+                }
             },
             "size_limit" => self.size_limit = int(name, value, 0, i64::MAX)?,
             "cull_limit" => self.cull_limit = int(name, value, 0, i64::MAX)?,
             "sqlite_auto_vacuum" => self.sqlite_auto_vacuum = int(name, value, 0, 2)?,
             "sqlite_cache_size" => self.sqlite_cache_size = int(name, value, i64::MIN, i64::MAX)?,
             "sqlite_journal_mode" => match value {
-                SettingValue::Str(s) if s.eq_ignore_ascii_case("wal") => self.sqlite_journal_mode = "wal".into(),
+                SettingValue::Str(s) if s.eq_ignore_ascii_case("wal") => {
+                    self.sqlite_journal_mode = "wal".into()
+                }
                 _ => {
                     return Err(Error::Setting(format!(
                         "sqlite_journal_mode: only 'wal' is supported (got {value}); concurrent \
@@ -172,13 +181,20 @@ impl Settings {
 }
 
 fn unknown(name: &str) -> Error {
-    Error::Setting(format!("unknown setting {name:?}; the settings are: {}", SETTING_NAMES.join(", ")))
+    Error::Setting(format!(
+        "unknown setting {name:?}; the settings are: {}",
+        SETTING_NAMES.join(", ")
+    ))
 }
 
 fn int(name: &str, value: &SettingValue, lo: i64, hi: i64) -> Result<i64> {
     match value {
         SettingValue::Int(i) if (lo..=hi).contains(i) => Ok(*i),
-        SettingValue::Int(i) => Err(Error::Setting(format!("{name}: {i} is out of range {lo}..={hi}"))),
-        SettingValue::Str(s) => Err(Error::Setting(format!("{name}: expected an int, got the string {s:?}"))),
+        SettingValue::Int(i) => Err(Error::Setting(format!(
+            "{name}: {i} is out of range {lo}..={hi}"
+        ))),
+        SettingValue::Str(s) => Err(Error::Setting(format!(
+            "{name}: expected an int, got the string {s:?}"
+        ))),
     }
 }

@@ -27,7 +27,11 @@ impl Kind {
             4 => Kind::Bytes,
             5 => Kind::Encoded,
             6 => Kind::Pickled,
-            other => return Err(Error::corrupt(format!("unknown value kind {other} in a row"))),
+            other => {
+                return Err(Error::corrupt(format!(
+                    "unknown value kind {other} in a row"
+                )))
+            }
         })
     }
 }
@@ -102,7 +106,9 @@ impl StoredValue {
             StoredValue::Float(f) => Value::Float(f),
             StoredValue::Str(s) => Value::Str(s),
             StoredValue::Bytes(b) => Value::Bytes(b),
-            StoredValue::Encoded(b) => value::decode(&b).map_err(|e| Error::corrupt(e.to_string()))?,
+            StoredValue::Encoded(b) => {
+                value::decode(&b).map_err(|e| Error::corrupt(e.to_string()))?
+            }
             StoredValue::Pickled(_) => return Err(Error::Unsafe(unsafe_message().into())),
             StoredValue::File(p) => Value::Bytes(
                 std::fs::read(&p).map_err(|e| Error::io("reading a value file", Some(p), e))?,

@@ -23,13 +23,27 @@ fn set_get_each_kind_inline_and_in_files() {
     let cache = open(dir.path());
     let big = vec![7u8; 100_000];
     let big_text = "x".repeat(40_000);
-    cache.set(&"int".into(), ValueRef::Int(-5), &opts()).unwrap();
-    cache.set(&"float".into(), ValueRef::Float(1.5), &opts()).unwrap();
-    cache.set(&"str".into(), ValueRef::Str("héllo"), &opts()).unwrap();
-    cache.set(&"bytes".into(), ValueRef::Bytes(b"\x00\x01"), &opts()).unwrap();
-    cache.set(&"big".into(), ValueRef::Bytes(&big), &opts()).unwrap();
-    cache.set(&"bigtext".into(), ValueRef::Str(&big_text), &opts()).unwrap();
-    cache.set(&"enc".into(), ValueRef::Encoded(b"\xf6"), &opts()).unwrap();
+    cache
+        .set(&"int".into(), ValueRef::Int(-5), &opts())
+        .unwrap();
+    cache
+        .set(&"float".into(), ValueRef::Float(1.5), &opts())
+        .unwrap();
+    cache
+        .set(&"str".into(), ValueRef::Str("héllo"), &opts())
+        .unwrap();
+    cache
+        .set(&"bytes".into(), ValueRef::Bytes(b"\x00\x01"), &opts())
+        .unwrap();
+    cache
+        .set(&"big".into(), ValueRef::Bytes(&big), &opts())
+        .unwrap();
+    cache
+        .set(&"bigtext".into(), ValueRef::Str(&big_text), &opts())
+        .unwrap();
+    cache
+        .set(&"enc".into(), ValueRef::Encoded(b"\xf6"), &opts())
+        .unwrap();
     assert_eq!(get(&cache, "int"), Some(StoredValue::Int(-5)));
     assert_eq!(get(&cache, "float"), Some(StoredValue::Float(1.5)));
     assert_eq!(get(&cache, "str"), Some(StoredValue::Str("héllo".into())));
@@ -54,12 +68,26 @@ fn set_get_each_kind_inline_and_in_files() {
 fn int_and_float_keys_are_one_key_and_keys_sort_like_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     let cache = open(dir.path());
-    cache.set(&Key::Native(Scalar::Int(1)), ValueRef::Str("int"), &opts()).unwrap();
-    cache.set(&Key::Native(Scalar::Float(1.0)), ValueRef::Str("float"), &opts()).unwrap();
+    cache
+        .set(&Key::Native(Scalar::Int(1)), ValueRef::Str("int"), &opts())
+        .unwrap();
+    cache
+        .set(
+            &Key::Native(Scalar::Float(1.0)),
+            ValueRef::Str("float"),
+            &opts(),
+        )
+        .unwrap();
     assert_eq!(cache.len().unwrap(), 1);
-    cache.set(&Key::from("b"), ValueRef::Int(0), &opts()).unwrap();
-    cache.set(&Key::from(&b"a"[..]), ValueRef::Int(0), &opts()).unwrap();
-    cache.set(&Key::Native(Scalar::Float(0.5)), ValueRef::Int(0), &opts()).unwrap();
+    cache
+        .set(&Key::from("b"), ValueRef::Int(0), &opts())
+        .unwrap();
+    cache
+        .set(&Key::from(&b"a"[..]), ValueRef::Int(0), &opts())
+        .unwrap();
+    cache
+        .set(&Key::Native(Scalar::Float(0.5)), ValueRef::Int(0), &opts())
+        .unwrap();
     let keys = cache.keys_sorted(None, false, 100).unwrap();
     assert_eq!(
         keys,
@@ -80,29 +108,53 @@ fn int_and_float_keys_are_one_key_and_keys_sort_like_sqlite() {
 fn expiry_tags_touch_and_maintenance() {
     let dir = tempfile::tempdir().unwrap();
     let cache = open(dir.path());
-    let gone = WriteOptions { expire: Some(-1.0), tag: None };
-    let tagged = WriteOptions { expire: None, tag: Some(Scalar::from("t")) };
+    let gone = WriteOptions {
+        expire: Some(-1.0),
+        tag: None,
+    };
+    let tagged = WriteOptions {
+        expire: None,
+        tag: Some(Scalar::from("t")),
+    };
     cache.set(&"old".into(), ValueRef::Int(1), &gone).unwrap();
-    assert_eq!(cache.len().unwrap(), 0, "a write culls expired entries, its own included");
-    let soon = WriteOptions { expire: Some(0.05), tag: None };
+    assert_eq!(
+        cache.len().unwrap(),
+        0,
+        "a write culls expired entries, its own included"
+    );
+    let soon = WriteOptions {
+        expire: Some(0.05),
+        tag: None,
+    };
     cache.set(&"old".into(), ValueRef::Int(1), &soon).unwrap();
     std::thread::sleep(Duration::from_millis(60));
     assert_eq!(get(&cache, "old"), None);
     assert!(!cache.contains(&"old".into()).unwrap());
     assert!(!cache.delete(&"old".into()).unwrap());
     assert!(!cache.touch(&"old".into(), None).unwrap());
-    assert_eq!(cache.len().unwrap(), 1, "expired entries stay until removed");
+    assert_eq!(
+        cache.len().unwrap(),
+        1,
+        "expired entries stay until removed"
+    );
     assert_eq!(cache.expire(None).unwrap(), 1);
     cache.set(&"a".into(), ValueRef::Int(1), &tagged).unwrap();
     cache.set(&"b".into(), ValueRef::Int(2), &tagged).unwrap();
     let e = cache.get(&"a".into(), false).unwrap().unwrap();
     assert_eq!(e.tag, Some(Scalar::from("t")));
     assert!(cache.touch(&"a".into(), Some(100.0)).unwrap());
-    assert!(cache.get(&"a".into(), false).unwrap().unwrap().expire_time.is_some());
+    assert!(cache
+        .get(&"a".into(), false)
+        .unwrap()
+        .unwrap()
+        .expire_time
+        .is_some());
     assert_eq!(cache.evict(&Scalar::from("t")).unwrap(), 2);
     assert_eq!(cache.len().unwrap(), 0);
     for i in 0..250 {
-        cache.set(&Key::from(i as i64), ValueRef::Int(i), &opts()).unwrap();
+        cache
+            .set(&Key::from(i as i64), ValueRef::Int(i), &opts())
+            .unwrap();
     }
     assert_eq!(cache.clear().unwrap(), 250);
     assert!(cache.is_empty().unwrap());
@@ -116,10 +168,15 @@ fn add_pop_incr() {
     assert!(!cache.add(&"k".into(), ValueRef::Int(2), &opts()).unwrap());
     assert_eq!(cache.incr(&"k".into(), 5, Some(0)).unwrap(), Incr::Value(6));
     assert_eq!(cache.incr(&"n".into(), 1, None).unwrap(), Incr::Missing);
-    assert_eq!(cache.incr(&"n".into(), -3, Some(10)).unwrap(), Incr::Value(7));
+    assert_eq!(
+        cache.incr(&"n".into(), -3, Some(10)).unwrap(),
+        Incr::Value(7)
+    );
     cache.set(&"s".into(), ValueRef::Str("x"), &opts()).unwrap();
     assert_eq!(cache.incr(&"s".into(), 1, Some(0)).unwrap(), Incr::NotInt);
-    cache.set(&"max".into(), ValueRef::Int(i64::MAX), &opts()).unwrap();
+    cache
+        .set(&"max".into(), ValueRef::Int(i64::MAX), &opts())
+        .unwrap();
     assert_eq!(cache.incr(&"max".into(), 1, Some(0)).unwrap(), Incr::NotInt);
     let popped = cache.pop(&"k".into()).unwrap().unwrap();
     assert_eq!(popped.value, StoredValue::Int(6));
@@ -133,17 +190,41 @@ fn insertion_order_iteration_and_peekitem() {
     for k in ["c", "a", "b"] {
         cache.set(&k.into(), ValueRef::Str(k), &opts()).unwrap();
     }
-    cache.set(&"c".into(), ValueRef::Str("again"), &opts()).unwrap();
+    cache
+        .set(&"c".into(), ValueRef::Str("again"), &opts())
+        .unwrap();
     let max = cache.max_rowid().unwrap().unwrap();
-    let keys: Vec<Key> = cache.keys_by_rowid(0, max + 1, true, 100).unwrap().into_iter().map(|(_, k)| k).collect();
-    assert_eq!(keys, vec![Key::from("c"), Key::from("a"), Key::from("b")], "overwrites keep their place");
+    let keys: Vec<Key> = cache
+        .keys_by_rowid(0, max + 1, true, 100)
+        .unwrap()
+        .into_iter()
+        .map(|(_, k)| k)
+        .collect();
+    assert_eq!(
+        keys,
+        vec![Key::from("c"), Key::from("a"), Key::from("b")],
+        "overwrites keep their place"
+    );
     let (k, e) = cache.peekitem(true).unwrap().unwrap();
     assert_eq!((k, e.value), (Key::from("b"), StoredValue::Str("b".into())));
     let (k, _) = cache.peekitem(false).unwrap().unwrap();
     assert_eq!(k, Key::from("c"));
-    cache.set(&"z".into(), ValueRef::Int(0), &WriteOptions { expire: Some(-1.0), tag: None }).unwrap();
+    cache
+        .set(
+            &"z".into(),
+            ValueRef::Int(0),
+            &WriteOptions {
+                expire: Some(-1.0),
+                tag: None,
+            },
+        )
+        .unwrap();
     let (k, _) = cache.peekitem(true).unwrap().unwrap();
-    assert_eq!(k, Key::from("b"), "peekitem skips and removes expired entries");
+    assert_eq!(
+        k,
+        Key::from("b"),
+        "peekitem skips and removes expired entries"
+    );
     assert_eq!(cache.len().unwrap(), 3);
 }
 
@@ -161,8 +242,13 @@ fn transactions_roll_back_rows_and_new_files() {
     });
     assert!(r.is_err());
     assert_eq!(cache.len().unwrap(), 0);
-    assert!(cache.check(false).unwrap().is_empty(), "the rolled-back value file was removed");
-    cache.transact(|| cache.set(&"a".into(), ValueRef::Bytes(&big), &opts())).unwrap();
+    assert!(
+        cache.check(false).unwrap().is_empty(),
+        "the rolled-back value file was removed"
+    );
+    cache
+        .transact(|| cache.set(&"a".into(), ValueRef::Bytes(&big), &opts()))
+        .unwrap();
     assert_eq!(get(&cache, "a"), Some(StoredValue::Bytes(big)));
 }
 
@@ -170,13 +256,18 @@ fn transactions_roll_back_rows_and_new_files() {
 fn eviction_by_size_limit_culls_oldest_first() {
     let dir = tempfile::tempdir().unwrap();
     let options = OpenOptions {
-        settings: vec![("size_limit".into(), SettingValue::Int(200_000)), ("cull_limit".into(), SettingValue::Int(2))],
+        settings: vec![
+            ("size_limit".into(), SettingValue::Int(200_000)),
+            ("cull_limit".into(), SettingValue::Int(2)),
+        ],
         ..OpenOptions::default()
     };
     let cache = Cache::open(dir.path(), options).unwrap();
     let blob = vec![3u8; 40_000];
     for i in 0..20i64 {
-        cache.set(&Key::from(i), ValueRef::Bytes(&blob), &opts()).unwrap();
+        cache
+            .set(&Key::from(i), ValueRef::Bytes(&blob), &opts())
+            .unwrap();
     }
     assert!(cache.volume().unwrap() < 400_000);
     assert!(get_key(&cache, 19).is_some(), "the newest survives");
@@ -205,8 +296,15 @@ fn settings_persist_and_reopening_writes_nothing() {
             .unwrap()
             .flatten()
             .filter(|e| e.file_type().unwrap().is_file())
-            .map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap()))
-            .filter(|(n, data)| n.starts_with("cache.db") && !n.ends_with("-shm") && !data.is_empty())
+            .map(|e| {
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    std::fs::read(e.path()).unwrap(),
+                )
+            })
+            .filter(|(n, data)| {
+                n.starts_with("cache.db") && !n.ends_with("-shm") && !data.is_empty()
+            })
             .map(|(n, data)| (n, diskcache_oxide_engine::checksum(&data)))
             .collect();
         v.sort();
@@ -216,10 +314,20 @@ fn settings_persist_and_reopening_writes_nothing() {
     let cache = open(dir.path());
     assert_eq!(cache.settings().cull_limit, 3);
     assert_eq!(get(&cache, "k"), Some(StoredValue::Int(1)));
-    assert_eq!(snapshot(dir.path()), before, "opening and reading wrote nothing");
+    assert_eq!(
+        snapshot(dir.path()),
+        before,
+        "opening and reading wrote nothing"
+    );
     drop(cache);
-    let bad = OpenOptions { settings: vec![("nope".into(), SettingValue::Int(1))], ..OpenOptions::default() };
-    assert!(matches!(Cache::open(dir.path(), bad), Err(Error::Setting(_))));
+    let bad = OpenOptions {
+        settings: vec![("nope".into(), SettingValue::Int(1))],
+        ..OpenOptions::default()
+    };
+    assert!(matches!(
+        Cache::open(dir.path(), bad),
+        Err(Error::Setting(_))
+    ));
 }
 
 #[test]
@@ -230,32 +338,64 @@ fn refuses_newer_formats_and_foreign_databases() {
         let db = rusqlite::Connection::open(dir.path().join("cache.db")).unwrap();
         db.execute_batch("PRAGMA user_version = 99").unwrap();
     }
-    assert!(matches!(Cache::open(dir.path(), OpenOptions::default()), Err(Error::FormatVersion { found: 99, .. })));
+    assert!(matches!(
+        Cache::open(dir.path(), OpenOptions::default()),
+        Err(Error::FormatVersion { found: 99, .. })
+    ));
     let other = tempfile::tempdir().unwrap();
     {
         let db = rusqlite::Connection::open(other.path().join("cache.db")).unwrap();
         db.execute_batch("CREATE TABLE Cache (key BLOB)").unwrap();
     }
-    assert!(matches!(Cache::open(other.path(), OpenOptions::default()), Err(Error::NotACache(_))));
+    assert!(matches!(
+        Cache::open(other.path(), OpenOptions::default()),
+        Err(Error::NotACache(_))
+    ));
 }
 
 #[test]
 fn damaged_values_are_reported_not_returned() {
     let dir = tempfile::tempdir().unwrap();
     let cache = open(dir.path());
-    cache.set(&"v".into(), ValueRef::Bytes(b"hello"), &opts()).unwrap();
+    cache
+        .set(&"v".into(), ValueRef::Bytes(b"hello"), &opts())
+        .unwrap();
     let big = vec![9u8; 60_000];
-    cache.set(&"f".into(), ValueRef::Bytes(&big), &opts()).unwrap();
+    cache
+        .set(&"f".into(), ValueRef::Bytes(&big), &opts())
+        .unwrap();
     {
         let db = rusqlite::Connection::open(dir.path().join("cache.db")).unwrap();
-        db.execute("UPDATE cache SET value = x'68656c6c6f21' WHERE key = 'v'", []).unwrap();
-        let name: String = db.query_row("SELECT filename FROM cache WHERE key = 'f'", [], |r| r.get(0)).unwrap();
+        db.execute(
+            "UPDATE cache SET value = x'68656c6c6f21' WHERE key = 'v'",
+            [],
+        )
+        .unwrap();
+        let name: String = db
+            .query_row("SELECT filename FROM cache WHERE key = 'f'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
         std::fs::write(dir.path().join("values").join(name), b"garbage").unwrap();
     }
-    assert!(matches!(cache.get(&"v".into(), false), Err(Error::Corrupt(_))));
-    assert!(matches!(cache.get(&"f".into(), false), Err(Error::Corrupt(_))));
-    assert!(matches!(cache.get(&"f".into(), true), Err(Error::Corrupt(_))));
-    assert_eq!(cache.check(false).unwrap().len(), 3, "{:?}", cache.check(false));
+    assert!(matches!(
+        cache.get(&"v".into(), false),
+        Err(Error::Corrupt(_))
+    ));
+    assert!(matches!(
+        cache.get(&"f".into(), false),
+        Err(Error::Corrupt(_))
+    ));
+    assert!(matches!(
+        cache.get(&"f".into(), true),
+        Err(Error::Corrupt(_))
+    ));
+    assert_eq!(
+        cache.check(false).unwrap().len(),
+        3,
+        "{:?}",
+        cache.check(false)
+    );
 }
 
 #[test]
@@ -266,20 +406,39 @@ fn file_names_outside_the_cache_are_never_followed() {
     std::fs::write(&secret, b"do not read").unwrap();
     let cache = open(dir.path());
     let big = vec![1u8; 40_000];
-    cache.set(&"f".into(), ValueRef::Bytes(&big), &opts()).unwrap();
+    cache
+        .set(&"f".into(), ValueRef::Bytes(&big), &opts())
+        .unwrap();
     let db = rusqlite::Connection::open(dir.path().join("cache.db")).unwrap();
-    let name: String = db.query_row("SELECT filename FROM cache WHERE key = 'f'", [], |r| r.get(0)).unwrap();
+    let name: String = db
+        .query_row("SELECT filename FROM cache WHERE key = 'f'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
     // A symlink where the value file was.
     let file = dir.path().join("values").join(&name);
     std::fs::remove_file(&file).unwrap();
     std::os::unix::fs::symlink(&secret, &file).unwrap();
-    assert!(matches!(cache.get(&"f".into(), false), Err(Error::Corrupt(_))));
+    assert!(matches!(
+        cache.get(&"f".into(), false),
+        Err(Error::Corrupt(_))
+    ));
     // Names that try to escape.
-    for evil in [secret.to_str().unwrap(), "../../etc/passwd", "ab/../../x.val"] {
-        db.execute("UPDATE cache SET filename = ?1 WHERE key = 'f'", [evil]).unwrap();
-        assert!(matches!(cache.get(&"f".into(), false), Err(Error::Corrupt(_))));
+    for evil in [
+        secret.to_str().unwrap(),
+        "../../etc/passwd",
+        "ab/../../x.val",
+    ] {
+        db.execute("UPDATE cache SET filename = ?1 WHERE key = 'f'", [evil])
+            .unwrap();
+        assert!(matches!(
+            cache.get(&"f".into(), false),
+            Err(Error::Corrupt(_))
+        ));
         assert!(cache.delete(&"f".into()).unwrap());
-        cache.set(&"f".into(), ValueRef::Bytes(&big), &opts()).unwrap();
+        cache
+            .set(&"f".into(), ValueRef::Bytes(&big), &opts())
+            .unwrap();
     }
     assert_eq!(std::fs::read(&secret).unwrap(), b"do not read");
 }
@@ -289,15 +448,26 @@ fn check_fix_removes_orphans_and_missing_files() {
     let dir = tempfile::tempdir().unwrap();
     let cache = open(dir.path());
     let big = vec![1u8; 40_000];
-    cache.set(&"a".into(), ValueRef::Bytes(&big), &opts()).unwrap();
-    cache.set(&"b".into(), ValueRef::Bytes(&big), &opts()).unwrap();
+    cache
+        .set(&"a".into(), ValueRef::Bytes(&big), &opts())
+        .unwrap();
+    cache
+        .set(&"b".into(), ValueRef::Bytes(&big), &opts())
+        .unwrap();
     let sub = dir.path().join("values").join("00");
     std::fs::create_dir_all(&sub).unwrap();
     std::fs::write(sub.join("0123456789abcdef0123456789abcd.val"), b"orphan").unwrap();
     let db = rusqlite::Connection::open(dir.path().join("cache.db")).unwrap();
-    let name: String = db.query_row("SELECT filename FROM cache WHERE key = 'b'", [], |r| r.get(0)).unwrap();
+    let name: String = db
+        .query_row("SELECT filename FROM cache WHERE key = 'b'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
     std::fs::remove_file(dir.path().join("values").join(name)).unwrap();
-    assert!(matches!(cache.get(&"b".into(), false), Err(Error::Corrupt(_))));
+    assert!(matches!(
+        cache.get(&"b".into(), false),
+        Err(Error::Corrupt(_))
+    ));
     let problems = cache.check(true).unwrap();
     assert_eq!(problems.len(), 2, "{problems:?}");
     assert!(cache.check(false).unwrap().is_empty());
@@ -314,7 +484,10 @@ fn threads_share_a_handle() {
         for _ in 0..8 {
             s.spawn(|| {
                 for _ in 0..200 {
-                    assert!(matches!(cache.incr(&"n".into(), 1, Some(0)).unwrap(), Incr::Value(_)));
+                    assert!(matches!(
+                        cache.incr(&"n".into(), 1, Some(0)).unwrap(),
+                        Incr::Value(_)
+                    ));
                 }
             });
         }
@@ -326,12 +499,20 @@ fn threads_share_a_handle() {
 fn a_held_write_lock_times_out_other_writers() {
     let dir = tempfile::tempdir().unwrap();
     let holder = open(dir.path());
-    let options = OpenOptions { timeout: Duration::from_millis(100), ..OpenOptions::default() };
+    let options = OpenOptions {
+        timeout: Duration::from_millis(100),
+        ..OpenOptions::default()
+    };
     let waiter = Cache::open(dir.path(), options).unwrap();
     holder.begin().unwrap();
     let started = std::time::Instant::now();
     std::thread::scope(|s| {
-        s.spawn(|| assert!(matches!(waiter.set(&"k".into(), ValueRef::Int(1), &opts()), Err(Error::Timeout))));
+        s.spawn(|| {
+            assert!(matches!(
+                waiter.set(&"k".into(), ValueRef::Int(1), &opts()),
+                Err(Error::Timeout)
+            ))
+        });
     });
     assert!(started.elapsed() < Duration::from_secs(5));
     holder.end(true).unwrap();
