@@ -826,6 +826,36 @@ impl Cache {
         })
     }
 
+    /// Store a safe-format value, taking the fast path for ints, floats, text and bytes the way
+    /// the Python binding does, so either side reads what the other wrote.
+    pub fn set_value(
+        &self,
+        key: &Key,
+        value: &crate::value::Value,
+        options: &WriteOptions,
+    ) -> Result<()> {
+        use crate::value::Value;
+        let encoded;
+        let v = match value {
+            Value::Int(i) => ValueRef::Int(*i),
+            Value::Float(f) => ValueRef::Float(*f),
+            Value::Str(s) => ValueRef::Str(s),
+            Value::Bytes(b) => ValueRef::Bytes(b),
+            other => {
+                encoded = crate::value::encode(other);
+                ValueRef::Encoded(&encoded)
+            }
+        };
+        self.set(key, v, options)
+    }
+
+    /// Read an unexpired value as a safe-format value. A pickled value yields `Error::Unsafe`.
+    pub fn get_value(&self, key: &Key) -> Result<Option<crate::value::Value>> {
+        self.get(key, false)?
+            .map(|e| e.value.into_value())
+            .transpose()
+    }
+
     /// Store the bytes read from `reader` (python-diskcache's `set(..., read=True)`): always a value file.
     pub fn set_from_reader(
         &self,
