@@ -1143,25 +1143,22 @@ impl Cache {
         self.write(None, |db, unlink| {
             let now = now();
             let (k, raw) = key_sql(key);
-            let old: Option<(i64, Option<f64>, i64, Option<i64>, Option<String>, i64)> = db
-                .prepare_cached("SELECT rowid, expire_time, kind, value, filename, size FROM cache WHERE key = ?1 AND raw = ?2")
+            let old = db
+                .prepare_cached("SELECT rowid, expire_time, kind, crc, filename, value FROM cache WHERE key = ?1 AND raw = ?2")
                 .and_then(|mut st| {
                     st.query_row(params![k, raw], |r| {
-                        let v = match r.get_ref(3)? {
-                            Sql::Integer(i) => Some(i),
+                        let int = match (r.get::<_, i64>(2)?, r.get::<_, Option<String>>(4)?, r.get_ref(5)?) {
+                            (kind, None, Sql::Integer(i)) if kind == Kind::Int as i64 => Some((i, r.get::<_, i64>(3)? as u32)),
                             _ => None,
                         };
-                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, v, r.get(4)?, r.get(5)?))
+                        Ok(Counter { rowid: r.get(0)?, expire_time: r.get(1)?, int })
                     })
                     .optional()
                 })
                 .ctx("incrementing an entry")?;
             let mut d = Delta::default();
             let expired = |e: Option<f64>| e.is_some_and(|t| t < now);
-            let fresh = match &old {
-                None => true,
-                Some((_, e, ..)) => expired(*e),
-            };
+            let fresh = old.as_ref().is_none_or(|c| expired(c.expire_time));
             if fresh {
                 let Some(start) = default else { return Ok(Incr::Missing) };
                 let Some(value) = start.checked_add(delta) else { return Ok(Incr::NotInt) };
@@ -1177,9 +1174,9 @@ impl Cache {
                 apply_delta(db, &d)?;
                 return Ok(Incr::Value(value));
             }
-            let Some((rowid, _, kind, Some(current), None, _)) = old else { return Ok(Incr::NotInt) };
-            if kind != Kind::Int as i64 {
-                return Ok(Incr::NotInt);
+            let Some(Counter { rowid, int: Some((current, crc)), .. }) = old else { return Ok(Incr::NotInt) };
+            if checksum(&current.to_le_bytes()) != crc {
+                return Err(Error::corrupt("a stored value does not match its checksum; the bytes on disk were damaged"));
             }
             let Some(value) = current.checked_add(delta) else { return Ok(Incr::NotInt) };
             let access = match policy {
@@ -1868,6 +1865,13 @@ fn load_inline(kind: Kind, crc: u32, inline: Inline) -> Result<StoredValue> {
             )))
         }
     })
+}
+
+/// What `incr` needs of a row: its int value and checksum, if it holds an inline int.
+struct Counter {
+    rowid: i64,
+    expire_time: Option<f64>,
+    int: Option<(i64, u32)>,
 }
 
 /// What deleting a row needs to know.

@@ -153,7 +153,7 @@ fn expiry_tags_touch_and_maintenance() {
     assert_eq!(cache.len().unwrap(), 0);
     for i in 0..250 {
         cache
-            .set(&Key::from(i as i64), ValueRef::Int(i), &opts())
+            .set(&Key::from(i), ValueRef::Int(i), &opts())
             .unwrap();
     }
     assert_eq!(cache.clear().unwrap(), 250);

@@ -1,11 +1,31 @@
 //! The safe value format: a language-neutral tree of values and its CBOR (RFC 8949) encoding.
 //!
 //! Nothing here executes code while decoding: the format can only describe data. The tag
-//! numbers used for the types CBOR lacks natively are listed in `docs/decisions/` (value format).
+//! numbers used for the types CBOR lacks natively, and the layout of each, are specified in
+//! `docs/decisions/D-002-value-format.md`.
+//!
+//! ```
+//! use diskcache_oxide_engine::value::{decode, encode, encode_key, Value};
+//!
+//! let dict = Value::Dict(vec![
+//!     (Value::Str("b".into()), Value::Tuple(vec![Value::Int(1), Value::Float(1.0)])),
+//!     (Value::Str("a".into()), Value::Bytes(b"raw".to_vec())),
+//! ]);
+//! let bytes = encode(&dict);
+//! assert_eq!(decode(&bytes)?, dict); // insertion order kept
+//!
+//! // As a key the entries are sorted, so the same dict built in another order gives the same bytes.
+//! let Value::Dict(mut pairs) = dict.clone() else { unreachable!() };
+//! pairs.reverse();
+//! assert_eq!(encode_key(&Value::Dict(pairs)), encode_key(&dict));
+//!
+//! assert!(decode(&[0xd9, 0xff, 0xff, 0x00]).unwrap_err().to_string().contains("unknown tag 65535"));
+//! # Ok::<(), diskcache_oxide_engine::value::DecodeError>(())
+//! ```
 
 mod cbor;
 
-pub use cbor::{decode, encode, encode_key, DecodeError};
+pub use cbor::{decode, encode, encode_key, DecodeError, MAX_DEPTH};
 
 /// One value of the safe format. Each variant round-trips to exactly one Python type.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,7 +55,10 @@ pub enum Value {
     Uuid([u8; 16]),
     Path(PathValue),
     /// A value of a type registered by name in the application; `value` is what its encoder returned.
-    Custom { name: String, value: Box<Value> },
+    Custom {
+        name: String,
+        value: Box<Value>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,7 +95,10 @@ pub struct TimeDelta {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TimeZone {
     /// `datetime.timezone(offset, name)`: a fixed offset in microseconds east of UTC.
-    Fixed { offset_us: i64, name: Option<String> },
+    Fixed {
+        offset_us: i64,
+        name: Option<String>,
+    },
     /// An IANA zone by its key, e.g. `zoneinfo.ZoneInfo("Europe/Paris")`.
     Zone(String),
 }
