@@ -46,8 +46,9 @@ fn main() {
     );
     println!(
         "incr       {:7.1} µs",
-        time(n, |_| drop(
-            cache.incr(&Key::from("n"), 1, Some(0)).unwrap()
+        time(n, |_| {
+            let _ = cache.incr(&Key::from("n"), 1, Some(0;
+        }).unwrap()
         ))
     );
     println!(

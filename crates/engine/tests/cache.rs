@@ -152,9 +152,7 @@ fn expiry_tags_touch_and_maintenance() {
     assert_eq!(cache.evict(&Scalar::from("t")).unwrap(), 2);
     assert_eq!(cache.len().unwrap(), 0);
     for i in 0..250 {
-        cache
-            .set(&Key::from(i), ValueRef::Int(i), &opts())
-            .unwrap();
+        cache.set(&Key::from(i), ValueRef::Int(i), &opts()).unwrap();
     }
     assert_eq!(cache.clear().unwrap(), 250);
     assert!(cache.is_empty().unwrap());
