@@ -26,53 +26,46 @@ fn main() {
     let w = WriteOptions::default();
     let n = 5000;
     let big = vec![7u8; 1 << 20];
-    println!(
-        "set new    {:7.1} µs",
-        time(n, |i| cache
+    let set_new = time(n, |i| {
+        cache
             .set(&Key::from(i), ValueRef::Str("value"), &w)
-            .unwrap())
-    );
-    println!(
-        "overwrite  {:7.1} µs",
-        time(n, |i| cache
+            .unwrap()
+    });
+    let overwrite = time(n, |i| {
+        cache
             .set(&Key::from(i), ValueRef::Str("other"), &w)
-            .unwrap())
-    );
-    println!(
-        "get        {:7.1} µs",
-        time(n, |i| {
-            let _ = cache.get(&Key::from(i), false).unwrap();
-        })
-    );
-    println!(
-        "incr       {:7.1} µs",
-        time(n, |_| {
-            let _ = cache.incr(&Key::from("n"), 1, Some(0;
-        }).unwrap()
-        ))
-    );
-    println!(
-        "add        {:7.1} µs",
-        time(n, |i| {
-            let _ = cache.add(&Key::from(i + n), ValueRef::Int(i), &w).unwrap();
-        })
-    );
-    println!(
-        "delete     {:7.1} µs",
-        time(n, |i| {
-            let _ = cache.delete(&Key::from(i)).unwrap();
-        })
-    );
-    println!(
-        "set 1 MB   {:7.1} µs",
-        time(200, |i| cache
+            .unwrap()
+    });
+    let get = time(n, |i| {
+        cache.get(&Key::from(i), false).unwrap();
+    });
+    let incr = time(n, |_| {
+        cache.incr(&Key::from("n"), 1, Some(0)).unwrap();
+    });
+    let add = time(n, |i| {
+        cache.add(&Key::from(i + n), ValueRef::Int(i), &w).unwrap();
+    });
+    let delete = time(n, |i| {
+        cache.delete(&Key::from(i)).unwrap();
+    });
+    let set_big = time(200, |i| {
+        cache
             .set(&Key::from(i % 10), ValueRef::Bytes(&big), &w)
-            .unwrap())
-    );
-    println!(
-        "get 1 MB   {:7.1} µs",
-        time(200, |i| {
-            let _ = cache.get(&Key::from(i % 10), false).unwrap();
-        })
-    );
+            .unwrap()
+    });
+    let get_big = time(200, |i| {
+        cache.get(&Key::from(i % 10), false).unwrap();
+    });
+    for (name, us) in [
+        ("set new", set_new),
+        ("overwrite", overwrite),
+        ("get", get),
+        ("incr", incr),
+        ("add", add),
+        ("delete", delete),
+        ("set 1 MB", set_big),
+        ("get 1 MB", get_big),
+    ] {
+        println!("{name:10} {us:8.1} µs");
+    }
 }
