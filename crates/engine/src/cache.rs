@@ -114,18 +114,18 @@ impl Drop for Conn {
 }
 
 /// A row's value columns, copied out of SQLite.
-struct Row {
-    rowid: i64,
-    expire_time: Option<f64>,
-    tag: Option<Scalar>,
-    kind: i64,
-    crc: u32,
-    filename: Option<String>,
-    size: i64,
-    inline: Inline,
+pub(crate) struct Row {
+    pub(crate) rowid: i64,
+    pub(crate) expire_time: Option<f64>,
+    pub(crate) tag: Option<Scalar>,
+    pub(crate) kind: i64,
+    pub(crate) crc: u32,
+    pub(crate) filename: Option<String>,
+    pub(crate) size: i64,
+    pub(crate) inline: Inline,
 }
 
-enum Inline {
+pub(crate) enum Inline {
     Null,
     Int(i64),
     Float(f64),
@@ -134,7 +134,7 @@ enum Inline {
 }
 
 /// A value ready to be written: small ones inline, large ones already in their file.
-struct Prepared<'a> {
+pub(crate) struct Prepared<'a> {
     kind: Kind,
     crc: u32,
     size: i64,
@@ -165,9 +165,9 @@ impl From<&Settings> for Hot {
 
 /// Count and size changes of one operation, applied to `meta` in one statement.
 #[derive(Default)]
-struct Delta {
-    count: i64,
-    size: i64,
+pub(crate) struct Delta {
+    pub(crate) count: i64,
+    pub(crate) size: i64,
 }
 
 /// The columns `row_from` maps, in its order.
@@ -176,6 +176,7 @@ macro_rules! row_columns {
         "rowid, expire_time, tag, kind, crc, filename, size, value"
     };
 }
+pub(crate) const ROW_COLUMNS: &str = row_columns!();
 
 pub(crate) fn now() -> f64 {
     SystemTime::now()
@@ -285,6 +286,11 @@ impl Cache {
         f(conn)
     }
 
+    /// Run `f` on this thread's connection with no transaction of its own.
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        self.with_conn(|c| f(&c.db))
+    }
+
     fn connect(&self) -> Result<Conn> {
         let db = conn::open(&self.inner.db_path)?;
         conn::apply_pragmas(&db, &self.settings())?;
@@ -302,7 +308,7 @@ impl Cache {
     /// this thread's open transaction. `f` lists files to unlink once the write is committed.
     /// `new_file` (with the shared directory lock held since it was written) is unlinked if
     /// the write does not happen.
-    fn write<T>(
+    pub(crate) fn write<T>(
         &self,
         new_file: Option<(String, DirLock)>,
         f: impl FnOnce(&Connection, &mut Vec<String>) -> Result<T>,
@@ -441,7 +447,7 @@ impl Cache {
 
     /// Put a large payload in its file (holding the shared directory lock until the row is
     /// written); keep a small one inline.
-    fn prepare<'a>(
+    pub(crate) fn prepare<'a>(
         &self,
         value: ValueRef<'a>,
     ) -> Result<(Prepared<'a>, Option<(String, DirLock)>)> {
@@ -491,7 +497,7 @@ impl Cache {
             .transpose()
     }
 
-    fn load(&self, row: &mut Row, as_file: bool) -> Result<Found<StoredValue>> {
+    pub(crate) fn load(&self, row: &mut Row, as_file: bool) -> Result<Found<StoredValue>> {
         let kind = Kind::from_i64(row.kind)?;
         let crc = row.crc;
         let Some(name) = row.filename.as_deref() else {
@@ -927,24 +933,8 @@ impl Cache {
 
     /// Write many items in one transaction.
     pub fn set_many(&self, items: &[(Key, ValueRef<'_>)], options: &WriteOptions) -> Result<()> {
-        let mut prepared = Vec::with_capacity(items.len());
-        let mut files = Vec::new();
-        let mut lock = None;
-        for (_, value) in items {
-            match self.prepare(*value) {
-                Ok((p, f)) => {
-                    if let Some((name, l)) = f {
-                        files.push(name);
-                        lock.get_or_insert(l);
-                    }
-                    prepared.push(p);
-                }
-                Err(e) => {
-                    files.iter().for_each(|n| self.inner.files.remove(n));
-                    return Err(e);
-                }
-            }
-        }
+        let values: Vec<ValueRef<'_>> = items.iter().map(|(_, v)| *v).collect();
+        let (prepared, files, lock) = self.prepare_many(&values)?;
         let now = now();
         let expire_time = options.expire.map(|e| now + e);
         let result = self.write(None, |db, unlink| {
@@ -965,21 +955,55 @@ impl Cache {
             self.cull_in(db, now, unlink, &mut delta)?;
             apply_delta(db, &delta)
         });
-        match &result {
-            Err(_) => files.iter().for_each(|n| self.inner.files.remove(n)),
-            Ok(()) => self.with_conn(|c| {
-                if c.depth > 0 {
-                    c.unlink_on_rollback.extend(files);
-                }
-                Ok(())
-            })?,
-        }
+        self.settle_new_files(files, result.is_ok())?;
         result
+    }
+
+    /// Prepare several values; files written for them are returned with the shared directory
+    /// lock that must be held until the write transaction has begun.
+    pub(crate) fn prepare_many<'a>(
+        &self,
+        values: &[ValueRef<'a>],
+    ) -> Result<(Vec<Prepared<'a>>, Vec<String>, Option<DirLock>)> {
+        let mut prepared = Vec::with_capacity(values.len());
+        let mut files = Vec::new();
+        let mut lock = None;
+        for value in values {
+            match self.prepare(*value) {
+                Ok((p, f)) => {
+                    if let Some((name, l)) = f {
+                        files.push(name);
+                        lock.get_or_insert(l);
+                    }
+                    prepared.push(p);
+                }
+                Err(e) => {
+                    files.iter().for_each(|n| self.inner.files.remove(n));
+                    return Err(e);
+                }
+            }
+        }
+        Ok((prepared, files, lock))
+    }
+
+    /// After a multi-value write: drop its new files if it failed, or, inside an open
+    /// transaction, remember them for removal should that transaction roll back.
+    pub(crate) fn settle_new_files(&self, files: Vec<String>, written: bool) -> Result<()> {
+        if !written {
+            files.iter().for_each(|n| self.inner.files.remove(n));
+            return Ok(());
+        }
+        self.with_conn(|c| {
+            if c.depth > 0 {
+                c.unlink_on_rollback.extend(files);
+            }
+            Ok(())
+        })
     }
 
     /// Insert or overwrite `key`. Overwrites keep the rowid, so insertion order is stable.
     #[allow(clippy::too_many_arguments)]
-    fn upsert(
+    pub(crate) fn upsert(
         &self,
         db: &Connection,
         key: &Key,
@@ -1031,7 +1055,7 @@ impl Cache {
 
     /// python-diskcache's cull on write: up to `cull_limit` expired entries, then, while the
     /// volume is at least `size_limit`, up to the rest of `cull_limit` by the eviction policy.
-    fn cull_in(
+    pub(crate) fn cull_in(
         &self,
         db: &Connection,
         now: f64,
@@ -1735,7 +1759,7 @@ fn policy_order(policy: EvictionPolicy) -> Option<&'static str> {
 
 // ----- row helpers ----------------------------------------------------------------------
 
-fn key_sql(key: &Key) -> (ToSqlOutput<'_>, i64) {
+pub(crate) fn key_sql(key: &Key) -> (ToSqlOutput<'_>, i64) {
     let v = match key {
         Key::Native(Scalar::Int(i)) => Sql::Integer(*i),
         Key::Native(Scalar::Float(f)) => Sql::Real(*f),
@@ -1782,7 +1806,7 @@ fn scalar_from(v: Sql<'_>) -> Result<Option<Scalar>> {
     })
 }
 
-fn key_from(v: Sql<'_>, raw: i64) -> Result<Key> {
+pub(crate) fn key_from(v: Sql<'_>, raw: i64) -> Result<Key> {
     match (raw, v) {
         (RAW_NATIVE, v) => match scalar_from(v)? {
             Some(s) => Ok(Key::Native(s)),
@@ -1797,7 +1821,7 @@ fn key_from(v: Sql<'_>, raw: i64) -> Result<Key> {
 }
 
 /// Map a `SELECT row_columns!()` row. Damage to the row itself is reported per row.
-fn row_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Row>> {
+pub(crate) fn row_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Row>> {
     let inline = match r.get_ref(7)? {
         Sql::Null => Inline::Null,
         Sql::Integer(i) => Inline::Int(i),
@@ -1912,6 +1936,26 @@ fn delete_by_rowid(
     Ok(())
 }
 
+pub(crate) fn delete_rowid(
+    db: &Connection,
+    rowid: i64,
+    filename: Option<String>,
+    size: i64,
+    unlink: &mut Vec<String>,
+    delta: &mut Delta,
+) -> Result<()> {
+    delete_by_rowid(
+        db,
+        &DeadRow {
+            rowid,
+            filename,
+            size,
+        },
+        unlink,
+        delta,
+    )
+}
+
 fn delete_row(
     db: &Connection,
     row: &Row,
@@ -1958,7 +2002,7 @@ fn live_or_equal(expire_time: Option<f64>, now: f64) -> bool {
     expire_time.is_none_or(|t| t >= now)
 }
 
-fn apply_delta(db: &Connection, d: &Delta) -> Result<()> {
+pub(crate) fn apply_delta(db: &Connection, d: &Delta) -> Result<()> {
     if d.count == 0 && d.size == 0 {
         return Ok(());
     }

@@ -1,0 +1,387 @@
+//! Queues on the cache's key space: `push` at one end, `pull` from the other.
+//!
+//! A queue is the range of keys of exactly one shape (D-054): `"{prefix}-"` and 15 digits, or
+//! an int in `0..=999_999_999_999_999` without a prefix. Other keys that sort inside the range
+//! are stepped over, never pulled or numbered.
+
+use crate::cache::{apply_delta, now, Cache, Delta};
+use crate::error::SqlContext;
+use crate::files::Found;
+use crate::key::{Key, Scalar};
+use crate::stored::{Entry, ValueRef};
+use crate::{Error, Result, WriteOptions};
+use rusqlite::types::ToSqlOutput;
+use rusqlite::{params, Connection, OptionalExtension};
+
+/// The first number a queue hands out; each side then has 500 trillion numbers (D-057).
+pub const QUEUE_START: i64 = 500_000_000_000_000;
+/// The last number of the 15-digit space.
+pub const QUEUE_MAX: i64 = 999_999_999_999_999;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Front,
+    Back,
+}
+
+impl Side {
+    pub fn parse(name: &str) -> Result<Side> {
+        match name {
+            "front" => Ok(Side::Front),
+            "back" => Ok(Side::Back),
+            other => Err(Error::invalid(format!(
+                "side: expected 'front' or 'back', got {other:?}"
+            ))),
+        }
+    }
+
+    fn order(self) -> &'static str {
+        match self {
+            Side::Front => "ASC",
+            Side::Back => "DESC",
+        }
+    }
+}
+
+/// What a `pull` caller decides about the item at the end of the queue, inside the pull's
+/// write transaction (so no other worker can take it meanwhile).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Remove it and return it.
+    Take,
+    /// Leave it where it is and stop (this process cannot read it; another may).
+    Leave,
+    /// Remove it (no build could read it) and stop.
+    DropAndStop,
+    /// Remove it and look at the next one.
+    DropAndContinue,
+}
+
+/// An item at the end of a queue, as `pull` offers it: its entry, or why it could not be read.
+pub struct Candidate {
+    pub key: Key,
+    pub entry: Result<Entry>,
+}
+
+/// The live item at one end of a queue, with what deleting it needs.
+struct Front {
+    rowid: i64,
+    size: i64,
+    filename: Option<String>,
+    candidate: Candidate,
+}
+
+/// A queue's key range and shape filter, bound into SQL.
+struct Range {
+    prefix: Option<String>,
+}
+
+impl Range {
+    fn new(prefix: Option<&str>) -> Range {
+        Range {
+            prefix: prefix.map(str::to_owned),
+        }
+    }
+
+    fn key(&self, num: i64) -> Key {
+        match &self.prefix {
+            Some(p) => Key::Native(Scalar::Str(format!("{p}-{num:015}"))),
+            None => Key::Native(Scalar::Int(num)),
+        }
+    }
+
+    fn number(&self, key: &Key) -> Result<i64> {
+        match (key, &self.prefix) {
+            (Key::Native(Scalar::Int(i)), None) => Ok(*i),
+            (Key::Native(Scalar::Str(s)), Some(p)) => s[p.len() + 1..]
+                .parse()
+                .map_err(|_| Error::corrupt("a queue key lost its number")),
+            _ => Err(Error::corrupt("a queue key has the wrong type")),
+        }
+    }
+
+    /// `WHERE` terms selecting exactly this queue's keys; parameters ?1 ?2 (bounds), ?3 ?4 (shape).
+    fn filter(&self) -> &'static str {
+        match self.prefix {
+            Some(_) => {
+                "key >= ?1 AND key <= ?2 AND raw = 1 AND length(key) = ?3 \
+                 AND substr(key, ?4) NOT GLOB '*[^0-9]*'"
+            }
+            None => "key >= ?1 AND key <= ?2 AND raw = 1 AND typeof(key) = 'integer' AND ?3 IS NULL AND ?4 IS NULL",
+        }
+    }
+
+    fn args(&self) -> [ToSqlOutput<'static>; 4] {
+        use rusqlite::types::Value as V;
+        let owned = |v: V| ToSqlOutput::Owned(v);
+        match &self.prefix {
+            Some(p) => {
+                let chars = p.chars().count() as i64;
+                [
+                    owned(V::Text(format!("{p}-000000000000000"))),
+                    owned(V::Text(format!("{p}-999999999999999"))),
+                    owned(V::Integer(chars + 16)),
+                    owned(V::Integer(chars + 2)),
+                ]
+            }
+            None => [
+                owned(V::Integer(0)),
+                owned(V::Integer(QUEUE_MAX)),
+                owned(V::Null),
+                owned(V::Null),
+            ],
+        }
+    }
+}
+
+pub(crate) fn check_prefix(prefix: Option<&str>) -> Result<()> {
+    if let Some(p) = prefix {
+        if p.contains('\0') {
+            return Err(Error::invalid("prefix: must not contain NUL characters"));
+        }
+    }
+    Ok(())
+}
+
+impl Cache {
+    /// Push onto one end of the queue named by `prefix`. Returns the item's key.
+    pub fn push(
+        &self,
+        prefix: Option<&str>,
+        value: ValueRef<'_>,
+        side: Side,
+        options: &WriteOptions,
+    ) -> Result<Key> {
+        check_prefix(prefix)?;
+        let (prepared, file) = self.prepare(value)?;
+        let range = Range::new(prefix);
+        let now = now();
+        let expire_time = options.expire.map(|e| now + e);
+        self.write(file, |db, unlink| {
+            let mut delta = Delta::default();
+            let key = next_key(db, &range, side)?;
+            self.upsert(
+                db,
+                &key,
+                &prepared,
+                expire_time,
+                &options.tag,
+                now,
+                unlink,
+                &mut delta,
+            )?;
+            self.cull_in(db, now, unlink, &mut delta)?;
+            apply_delta(db, &delta)?;
+            Ok(key)
+        })
+    }
+
+    /// Push many values in one transaction, in order. Returns their keys.
+    pub fn push_many(
+        &self,
+        prefix: Option<&str>,
+        values: &[ValueRef<'_>],
+        side: Side,
+        options: &WriteOptions,
+    ) -> Result<Vec<Key>> {
+        check_prefix(prefix)?;
+        let (prepared, files, lock) = self.prepare_many(values)?;
+        let range = Range::new(prefix);
+        let now = now();
+        let expire_time = options.expire.map(|e| now + e);
+        let result = self.write(None, |db, unlink| {
+            drop(lock);
+            let mut delta = Delta::default();
+            let mut keys = Vec::with_capacity(values.len());
+            for p in &prepared {
+                let key = next_key(db, &range, side)?;
+                self.upsert(
+                    db,
+                    &key,
+                    p,
+                    expire_time,
+                    &options.tag,
+                    now,
+                    unlink,
+                    &mut delta,
+                )?;
+                keys.push(key);
+            }
+            self.cull_in(db, now, unlink, &mut delta)?;
+            apply_delta(db, &delta)?;
+            Ok(keys)
+        });
+        self.settle_new_files(files, result.is_ok())?;
+        result
+    }
+
+    /// Pull from one end of the queue. `decide` sees each live item at that end, inside the
+    /// write transaction, and says whether to take it. Returns the taken item, or `None` when
+    /// the queue is empty or `decide` stopped.
+    pub fn pull(
+        &self,
+        prefix: Option<&str>,
+        side: Side,
+        decide: &mut dyn FnMut(&Candidate) -> Verdict,
+    ) -> Result<Option<(Key, Entry)>> {
+        Ok(self.pull_many(prefix, side, 1, decide)?.pop())
+    }
+
+    /// Pull up to `n` items in one transaction.
+    pub fn pull_many(
+        &self,
+        prefix: Option<&str>,
+        side: Side,
+        n: usize,
+        decide: &mut dyn FnMut(&Candidate) -> Verdict,
+    ) -> Result<Vec<(Key, Entry)>> {
+        check_prefix(prefix)?;
+        let range = Range::new(prefix);
+        self.write(None, |db, unlink| {
+            let mut taken = Vec::new();
+            let mut delta = Delta::default();
+            while taken.len() < n {
+                let Some(Front {
+                    rowid,
+                    size,
+                    filename,
+                    candidate,
+                }) = self.front(db, &range, side)?
+                else {
+                    break;
+                };
+                let verdict = decide(&candidate);
+                if verdict == Verdict::Leave {
+                    break;
+                }
+                crate::cache::delete_rowid(db, rowid, filename, size, unlink, &mut delta)?;
+                match (verdict, candidate.entry) {
+                    (Verdict::Take, Ok(entry)) => taken.push((candidate.key, entry)),
+                    (Verdict::DropAndContinue, _) => continue,
+                    _ => break,
+                }
+            }
+            apply_delta(db, &delta)?;
+            Ok(taken)
+        })
+    }
+
+    /// The live item at one end of the queue, left in place. Takes no write lock.
+    pub fn peek(&self, prefix: Option<&str>, side: Side) -> Result<Option<Candidate>> {
+        check_prefix(prefix)?;
+        let range = Range::new(prefix);
+        self.read(|db| Ok(self.front(db, &range, side)?.map(|f| f.candidate)))
+    }
+
+    /// Remove a damaged item found by `peek` (the caller saw its error); true if it was still there.
+    pub fn discard(&self, key: &Key) -> Result<bool> {
+        self.write(None, |db, unlink| {
+            let (k, raw) = crate::cache::key_sql(key);
+            let gone: Option<(i64, Option<String>, i64)> = db
+                .prepare_cached(
+                    "DELETE FROM cache WHERE key = ?1 AND raw = ?2 RETURNING rowid, filename, size",
+                )
+                .and_then(|mut st| {
+                    st.query_row(params![k, raw], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                        .optional()
+                })
+                .ctx("removing a damaged item")?;
+            let Some((_, filename, size)) = gone else {
+                return Ok(false);
+            };
+            let delta = Delta {
+                count: -1,
+                size: -size,
+            };
+            unlink.extend(filename);
+            apply_delta(db, &delta)?;
+            Ok(true)
+        })
+    }
+
+    /// The first live item of the queue at `side`: (rowid, size, filename, candidate).
+    fn front(&self, db: &Connection, range: &Range, side: Side) -> Result<Option<Front>> {
+        let sql = format!(
+            "SELECT {}, key FROM cache WHERE {} AND (expire_time IS NULL OR expire_time > ?5) ORDER BY key {} LIMIT 1",
+            crate::cache::ROW_COLUMNS,
+            range.filter(),
+            side.order()
+        );
+        let [a, b, c, d] = range.args();
+        let row = db
+            .prepare_cached(&sql)
+            .and_then(|mut st| {
+                st.query_row(params![a, b, c, d, now()], |r| {
+                    Ok((
+                        crate::cache::row_from(r)?,
+                        crate::cache::key_from(r.get_ref(8)?, 1),
+                    ))
+                })
+                .optional()
+            })
+            .ctx("reading the front of a queue")?;
+        let Some((row, key)) = row else {
+            return Ok(None);
+        };
+        let mut row = row?;
+        let key = key?;
+        let entry = match self.load(&mut row, false) {
+            Ok(Found::Yes(value)) => Ok(Entry {
+                value,
+                expire_time: row.expire_time,
+                tag: row.tag.clone(),
+            }),
+            Ok(Found::Missing) => Err(Error::corrupt(format!(
+                "the value file {:?} of queue item {key:?} is missing",
+                row.filename.as_deref().unwrap_or("")
+            ))),
+            Err(e) => Err(e),
+        };
+        Ok(Some(Front {
+            rowid: row.rowid,
+            size: row.size,
+            filename: row.filename.clone(),
+            candidate: Candidate { key, entry },
+        }))
+    }
+}
+
+/// The key a push to `side` takes: one past the current end, including expired items, which
+/// keep their numbers until removed.
+fn next_key(db: &Connection, range: &Range, side: Side) -> Result<Key> {
+    let sql = format!(
+        "SELECT key FROM cache WHERE {} ORDER BY key {} LIMIT 1",
+        range.filter(),
+        side.order()
+    );
+    let [a, b, c, d] = range.args();
+    let end: Option<Key> = db
+        .prepare_cached(&sql)
+        .and_then(|mut st| {
+            st.query_row(params![a, b, c, d], |r| {
+                Ok(crate::cache::key_from(r.get_ref(0)?, 1))
+            })
+            .optional()
+        })
+        .ctx("finding the end of a queue")?
+        .transpose()?;
+    let num = match end {
+        None => QUEUE_START,
+        Some(k) => {
+            let n = range.number(&k)?;
+            match side {
+                Side::Back if n < QUEUE_MAX => n + 1,
+                Side::Front if n > 0 => n - 1,
+                _ => {
+                    return Err(Error::Overflow(format!(
+                        "the queue {:?} has used every number at its {} end (500 trillion pushes); nothing was \
+                         overwritten. Drain it and start a new prefix",
+                        range.prefix.as_deref().unwrap_or("(int keys)"),
+                        if side == Side::Back { "back" } else { "front" }
+                    )))
+                }
+            }
+        }
+    };
+    Ok(range.key(num))
+}

@@ -1,0 +1,270 @@
+//! Queue behaviour of the engine: key shape (D-054), overflow (D-057), verdicts, transactions.
+
+use diskcache_oxide_engine::{
+    Cache, Candidate, Error, Key, OpenOptions, Scalar, Side, StoredValue, ValueRef, Verdict,
+    WriteOptions,
+};
+
+fn open() -> (tempfile::TempDir, Cache) {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = Cache::open(dir.path(), OpenOptions::default()).unwrap();
+    (dir, cache)
+}
+
+fn w() -> WriteOptions {
+    WriteOptions::default()
+}
+
+fn take(_: &Candidate) -> Verdict {
+    Verdict::Take
+}
+
+fn pull(cache: &Cache, prefix: Option<&str>, side: Side) -> Option<(Key, StoredValue)> {
+    cache
+        .pull(prefix, side, &mut take)
+        .unwrap()
+        .map(|(k, e)| (k, e.value))
+}
+
+fn s(x: &str) -> Key {
+    Key::from(x)
+}
+
+#[test]
+fn keys_have_the_queue_shape_and_numbers_are_reused_at_the_front() {
+    let (_d, cache) = open();
+    let k0 = cache
+        .push(Some("transcode"), ValueRef::Int(510), Side::Back, &w())
+        .unwrap();
+    let k1 = cache
+        .push(Some("transcode"), ValueRef::Int(511), Side::Back, &w())
+        .unwrap();
+    assert_eq!(k0, s("transcode-500000000000000"));
+    assert_eq!(k1, s("transcode-500000000000001"));
+    assert_eq!(
+        pull(&cache, Some("transcode"), Side::Front),
+        Some((k0.clone(), StoredValue::Int(510)))
+    );
+    let again = cache
+        .push(Some("transcode"), ValueRef::Int(509), Side::Front, &w())
+        .unwrap();
+    assert_eq!(
+        again, k0,
+        "a push to the front takes the pulled number again"
+    );
+    assert_eq!(
+        pull(&cache, Some("transcode"), Side::Back),
+        Some((k1, StoredValue::Int(511)))
+    );
+    let int_key = cache
+        .push(None, ValueRef::Str("x"), Side::Back, &w())
+        .unwrap();
+    assert_eq!(int_key, Key::Native(Scalar::Int(500_000_000_000_000)));
+}
+
+#[test]
+fn other_keys_in_the_range_are_never_pulled_or_numbered() {
+    let (_d, cache) = open();
+    for k in [
+        "transcode-settings",
+        "transcode-512",
+        "transcode-5000000000000000",
+        "transcode-hd-500000000000000",
+    ] {
+        cache.set(&s(k), ValueRef::Str(k), &w()).unwrap();
+    }
+    cache
+        .set(
+            &Key::Native(Scalar::Float(500_000_000_000_001.0)),
+            ValueRef::Int(0),
+            &w(),
+        )
+        .unwrap();
+    assert!(cache
+        .peek(Some("transcode"), Side::Front)
+        .unwrap()
+        .is_none());
+    assert!(pull(&cache, Some("transcode"), Side::Front).is_none());
+    let k = cache
+        .push(Some("transcode"), ValueRef::Int(1), Side::Back, &w())
+        .unwrap();
+    assert_eq!(k, s("transcode-500000000000000"));
+    assert_eq!(
+        cache
+            .push(None, ValueRef::Int(1), Side::Back, &w())
+            .unwrap(),
+        Key::Native(Scalar::Int(500_000_000_000_000))
+    );
+    let hd = cache
+        .push(Some("transcode-hd"), ValueRef::Int(2), Side::Back, &w())
+        .unwrap();
+    assert_eq!(
+        hd,
+        s("transcode-hd-500000000000001"),
+        "the queue 'transcode-hd' has its own numbers"
+    );
+    assert_eq!(pull(&cache, Some("transcode"), Side::Front).unwrap().0, k);
+    assert_eq!(cache.len().unwrap(), 7);
+}
+
+#[test]
+fn pushing_past_the_end_raises_overflow_and_overwrites_nothing() {
+    let (_d, cache) = open();
+    cache
+        .set(&s("q-999999999999999"), ValueRef::Str("last"), &w())
+        .unwrap();
+    assert!(matches!(
+        cache.push(Some("q"), ValueRef::Int(1), Side::Back, &w()),
+        Err(Error::Overflow(_))
+    ));
+    cache
+        .set(&s("q-000000000000000"), ValueRef::Str("first"), &w())
+        .unwrap();
+    assert!(matches!(
+        cache.push(Some("q"), ValueRef::Int(1), Side::Front, &w()),
+        Err(Error::Overflow(_))
+    ));
+    assert_eq!(cache.len().unwrap(), 2);
+    assert_eq!(
+        cache
+            .get(&s("q-999999999999999"), false)
+            .unwrap()
+            .unwrap()
+            .value,
+        StoredValue::Str("last".into())
+    );
+}
+
+#[test]
+fn expired_items_are_passed_over_but_keep_their_numbers() {
+    let (_d, cache) = open();
+    let opts = WriteOptions {
+        expire: Some(0.02),
+        tag: None,
+    };
+    let doomed = cache
+        .push(Some("q"), ValueRef::Int(1), Side::Back, &opts)
+        .unwrap();
+    let alive = cache
+        .push(Some("q"), ValueRef::Int(2), Side::Back, &w())
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    let peeked = cache.peek(Some("q"), Side::Front).unwrap().unwrap();
+    assert_eq!(peeked.key, alive);
+    assert_eq!(
+        cache
+            .push(Some("q"), ValueRef::Int(0), Side::Front, &w())
+            .unwrap(),
+        s("q-499999999999999")
+    );
+    assert_eq!(
+        cache.len().unwrap(),
+        2,
+        "that push's cleanup removed the expired item after numbering"
+    );
+    assert!(cache.get(&doomed, false).unwrap().is_none());
+}
+
+#[test]
+fn verdicts_leave_drop_and_continue() {
+    let (_d, cache) = open();
+    for i in 0..3 {
+        cache
+            .push(Some("q"), ValueRef::Int(i), Side::Back, &w())
+            .unwrap();
+    }
+    assert!(cache
+        .pull(Some("q"), Side::Front, &mut |_| Verdict::Leave)
+        .unwrap()
+        .is_none());
+    assert_eq!(cache.len().unwrap(), 3, "a left item stays at the front");
+    assert!(cache
+        .pull(Some("q"), Side::Front, &mut |_| Verdict::DropAndStop)
+        .unwrap()
+        .is_none());
+    assert_eq!(cache.len().unwrap(), 2);
+    let mut seen = 0;
+    let got = cache
+        .pull(Some("q"), Side::Front, &mut |_| {
+            seen += 1;
+            if seen == 1 {
+                Verdict::DropAndContinue
+            } else {
+                Verdict::Take
+            }
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.1.value, StoredValue::Int(2));
+    assert!(cache.is_empty().unwrap());
+}
+
+#[test]
+fn a_rolled_back_transaction_puts_a_pulled_item_back() {
+    let (_d, cache) = open();
+    let k = cache
+        .push(Some("q"), ValueRef::Int(7), Side::Back, &w())
+        .unwrap();
+    let r: Result<(), Error> = cache.transact(|| {
+        let got = cache.pull(Some("q"), Side::Front, &mut take)?;
+        assert!(got.is_some());
+        Err(Error::InvalidArgument("worker failed".into()))
+    });
+    assert!(r.is_err());
+    assert_eq!(
+        pull(&cache, Some("q"), Side::Front),
+        Some((k, StoredValue::Int(7)))
+    );
+}
+
+#[test]
+fn batches_push_and_pull_in_order() {
+    let (_d, cache) = open();
+    let big = vec![1u8; 50_000];
+    let values = [
+        ValueRef::Int(1),
+        ValueRef::Bytes(&big),
+        ValueRef::Str("three"),
+    ];
+    let keys = cache
+        .push_many(Some("b"), &values, Side::Back, &w())
+        .unwrap();
+    assert_eq!(keys.len(), 3);
+    let got = cache
+        .pull_many(Some("b"), Side::Front, 10, &mut take)
+        .unwrap();
+    let values: Vec<StoredValue> = got.into_iter().map(|(_, e)| e.value).collect();
+    assert_eq!(
+        values,
+        vec![
+            StoredValue::Int(1),
+            StoredValue::Bytes(big),
+            StoredValue::Str("three".into())
+        ]
+    );
+    assert!(cache.check(false).unwrap().is_empty());
+}
+
+#[test]
+fn threads_each_get_distinct_items() {
+    let (_d, cache) = open();
+    let n = 400;
+    for i in 0..n {
+        cache
+            .push(Some("q"), ValueRef::Int(i), Side::Back, &w())
+            .unwrap();
+    }
+    let seen = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|sc| {
+        for _ in 0..4 {
+            sc.spawn(|| {
+                while let Some((_, StoredValue::Int(i))) = pull(&cache, Some("q"), Side::Front) {
+                    seen.lock().unwrap().push(i);
+                }
+            });
+        }
+    });
+    let mut seen = seen.into_inner().unwrap();
+    seen.sort();
+    assert_eq!(seen, (0..n).collect::<Vec<_>>());
+}
