@@ -135,11 +135,11 @@ pub(crate) enum Inline {
 
 /// A value ready to be written: small ones inline, large ones already in their file.
 pub(crate) struct Prepared<'a> {
-    kind: Kind,
-    crc: u32,
-    size: i64,
-    inline: Option<ValueRef<'a>>,
-    file: Option<String>,
+    pub(crate) kind: Kind,
+    pub(crate) crc: u32,
+    pub(crate) size: i64,
+    pub(crate) inline: Option<ValueRef<'a>>,
+    pub(crate) file: Option<String>,
 }
 
 #[derive(Clone, Copy)]
@@ -1350,6 +1350,15 @@ impl Cache {
         self.write(None, |db, unlink| {
             let mut delta = Delta::default();
             let mut known = std::collections::HashSet::new();
+            {
+                let mut stmt = db
+                    .prepare("SELECT filename FROM jobs WHERE filename IS NOT NULL")
+                    .ctx("checking jobs")?;
+                let names = stmt
+                    .query_map([], |r| r.get::<_, String>(0))
+                    .and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>());
+                known.extend(names.ctx("checking jobs")?);
+            }
             let rows = {
                 let mut stmt = db
                     .prepare(concat!("SELECT ", row_columns!(), " FROM cache"))
@@ -1566,6 +1575,24 @@ CREATE TABLE cache (
 );
 CREATE UNIQUE INDEX cache_key ON cache (key, raw);
 CREATE INDEX cache_expire ON cache (expire_time) WHERE expire_time IS NOT NULL;
+CREATE TABLE jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    queue TEXT NOT NULL,
+    state INTEGER NOT NULL,
+    due REAL NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    max_attempts INTEGER NOT NULL DEFAULT 0,
+    dedupe TEXT,
+    created REAL NOT NULL,
+    error TEXT,
+    kind INTEGER NOT NULL,
+    crc INTEGER NOT NULL,
+    size INTEGER NOT NULL DEFAULT 0,
+    filename TEXT,
+    value
+);
+CREATE INDEX jobs_due ON jobs (queue, state, due, id);
+CREATE UNIQUE INDEX jobs_dedupe ON jobs (queue, dedupe) WHERE dedupe IS NOT NULL AND state < 2;
 ";
 
 /// Create or validate the database and reconcile settings. Runs under the exclusive directory
@@ -1782,7 +1809,7 @@ fn scalar_value(s: &Scalar) -> SqlValue {
     }
 }
 
-fn inline_sql<'a>(v: Option<ValueRef<'a>>) -> ToSqlOutput<'a> {
+pub(crate) fn inline_sql<'a>(v: Option<ValueRef<'a>>) -> ToSqlOutput<'a> {
     ToSqlOutput::Borrowed(match v {
         None => Sql::Null,
         Some(ValueRef::Int(i)) => Sql::Integer(i),

@@ -20,6 +20,7 @@ mod cache;
 mod conn;
 mod error;
 mod files;
+mod jobs;
 mod key;
 mod lock;
 mod queue;
@@ -29,6 +30,7 @@ pub mod value;
 
 pub use cache::{Cache, Incr, OpenOptions, WriteOptions, DB_NAME, FORMAT_VERSION};
 pub use error::{Error, Result};
+pub use jobs::{Job, JobCounts, JobInfo, JobOptions, JobState, Put, Swept};
 pub use key::{Key, Scalar};
 pub use queue::{Candidate, Side, Verdict, QUEUE_MAX, QUEUE_START};
 pub use settings::{EvictionPolicy, SettingValue, Settings, SETTING_NAMES};

@@ -1,0 +1,524 @@
+//! Leased jobs: a job queue with lasting ids, leases, retries and a dead-letter list.
+//!
+//! A job is `ready` (takeable once `due`), `leased` (taken; `due` is the lease deadline) or
+//! `dead` (out of attempts). Every take counts an attempt, and the attempt number is the
+//! lease's fencing token: finishing, failing, extending or releasing a job names the attempt it
+//! holds, so a worker whose lease expired and was taken over cannot touch the new holder's job.
+
+use crate::cache::{now, Cache, Inline, Prepared};
+use crate::error::SqlContext;
+use crate::files::Found;
+use crate::stored::{StoredValue, ValueRef};
+use crate::{Error, Result};
+use rusqlite::{params, Connection, OptionalExtension};
+
+const READY: i64 = 0;
+const LEASED: i64 = 1;
+const DEAD: i64 = 2;
+
+/// How to enqueue a job.
+#[derive(Debug, Clone, Default)]
+pub struct JobOptions {
+    /// Seconds before the job may be taken.
+    pub delay: f64,
+    /// At most one ready or leased job per queue has this key; a second put returns the first's id.
+    pub unique: Option<String>,
+    /// Takes after which a failed or abandoned job goes to the dead-letter list; 0 means no limit.
+    pub max_attempts: u32,
+}
+
+/// What `job_put` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Put {
+    Added(i64),
+    /// A ready or leased job with the same unique key exists; nothing was added.
+    Duplicate(i64),
+}
+
+impl Put {
+    pub fn id(self) -> i64 {
+        match self {
+            Put::Added(id) | Put::Duplicate(id) => id,
+        }
+    }
+}
+
+/// A job as a worker holds it after `job_take`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    pub id: i64,
+    pub queue: String,
+    /// How many times it has been taken, this time included: the lease's fencing token.
+    pub attempts: u32,
+    pub max_attempts: u32,
+    /// Seconds since the epoch when the lease ends unless extended.
+    pub lease_deadline: f64,
+    pub created: f64,
+    /// Why the previous attempt failed, if it did.
+    pub error: Option<String>,
+    /// The value, or why it could not be read (the job stays leased; fail or release it).
+    pub value: Result<StoredValue, String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobState {
+    Ready,
+    Leased,
+    Dead,
+}
+
+/// A job as `job_info` and `job_dead` report it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobInfo {
+    pub id: i64,
+    pub queue: String,
+    pub state: JobState,
+    /// Ready: when it may be taken; leased: the lease deadline; dead: when it died.
+    pub due: f64,
+    pub attempts: u32,
+    pub max_attempts: u32,
+    pub created: f64,
+    pub error: Option<String>,
+    pub unique: Option<String>,
+    pub value: Result<StoredValue, String>,
+}
+
+/// Jobs of one queue by state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JobCounts {
+    /// Ready now.
+    pub ready: u64,
+    /// Ready, but not before a later time (delayed or waiting to retry).
+    pub scheduled: u64,
+    pub leased: u64,
+    pub dead: u64,
+}
+
+/// What a sweep of expired leases did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Swept {
+    pub requeued: u64,
+    pub dead: u64,
+}
+
+fn check_queue(queue: &str) -> Result<()> {
+    if queue.is_empty() || queue.contains('\0') {
+        return Err(Error::invalid(
+            "queue: a job queue needs a non-empty name without NUL characters",
+        ));
+    }
+    Ok(())
+}
+
+fn check_seconds(name: &str, v: f64) -> Result<()> {
+    if !v.is_finite() || v < 0.0 {
+        return Err(Error::invalid(format!(
+            "{name}: expected a finite number of seconds >= 0, got {v}"
+        )));
+    }
+    Ok(())
+}
+
+impl Cache {
+    /// Enqueue a job. Returns its lasting id (or, for a duplicate unique key, the existing job's).
+    pub fn job_put(&self, queue: &str, value: ValueRef<'_>, options: &JobOptions) -> Result<Put> {
+        check_queue(queue)?;
+        check_seconds("delay", options.delay)?;
+        let (prepared, file) = self.prepare(value)?;
+        let new_file = prepared.file.clone();
+        self.write(file, |db, unlink| {
+            if let Some(u) = &options.unique {
+                let existing: Option<i64> = db
+                    .prepare_cached(
+                        "SELECT id FROM jobs WHERE queue = ?1 AND dedupe = ?2 AND state < 2",
+                    )
+                    .and_then(|mut st| st.query_row(params![queue, u], |r| r.get(0)).optional())
+                    .ctx("checking a unique job")?;
+                if let Some(id) = existing {
+                    unlink.extend(new_file);
+                    return Ok(Put::Duplicate(id));
+                }
+            }
+            let now = now();
+            let id = insert_job(db, queue, &prepared, now + options.delay, options, now)?;
+            Ok(Put::Added(id))
+        })
+    }
+
+    /// Enqueue many jobs of one queue in one transaction.
+    pub fn job_put_many(
+        &self,
+        queue: &str,
+        values: &[ValueRef<'_>],
+        options: &JobOptions,
+    ) -> Result<Vec<i64>> {
+        check_queue(queue)?;
+        check_seconds("delay", options.delay)?;
+        if options.unique.is_some() {
+            return Err(Error::invalid(
+                "unique: one unique key cannot name several jobs; put them one by one",
+            ));
+        }
+        let (prepared, files, lock) = self.prepare_many(values)?;
+        let result = self.write(None, |db, _| {
+            drop(lock);
+            let now = now();
+            prepared
+                .iter()
+                .map(|p| insert_job(db, queue, p, now + options.delay, options, now))
+                .collect()
+        });
+        self.settle_new_files(files, result.is_ok())?;
+        result
+    }
+
+    /// Lease up to `n` ready jobs for `lease` seconds, trying `queues` in order (the first is the
+    /// most urgent). Leases that expired in those queues are requeued (or sent to the dead-letter
+    /// list) first.
+    pub fn job_take(&self, queues: &[&str], lease: f64, n: usize) -> Result<Vec<Job>> {
+        queues.iter().try_for_each(|q| check_queue(q))?;
+        check_seconds("lease", lease)?;
+        let rows = self.write(None, |db, _| {
+            let now = now();
+            let mut taken = Vec::new();
+            for queue in queues {
+                sweep_queue(db, queue, now)?;
+                if taken.len() >= n {
+                    continue;
+                }
+                let ids: Vec<i64> = db
+                    .prepare_cached(
+                        "SELECT id FROM jobs WHERE queue = ?1 AND state = 0 AND due <= ?2 ORDER BY due, id LIMIT ?3",
+                    )
+                    .and_then(|mut st| {
+                        st.query_map(params![queue, now, (n - taken.len()) as i64], |r| r.get(0))?.collect()
+                    })
+                    .ctx("taking a job")?;
+                for id in ids {
+                    let row = db
+                        .prepare_cached(
+                            "UPDATE jobs SET state = 1, due = ?2, attempts = attempts + 1 WHERE id = ?1 \
+                             RETURNING id, queue, state, due, attempts, max_attempts, created, error, dedupe, kind, crc, filename, value",
+                        )
+                        .and_then(|mut st| st.query_row(params![id, now + lease], job_row))
+                        .ctx("taking a job")?;
+                    taken.push(row);
+                }
+            }
+            Ok(taken)
+        })?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let value = self.job_value(&r);
+                Job {
+                    id: r.id,
+                    queue: r.queue,
+                    attempts: r.attempts,
+                    max_attempts: r.max_attempts,
+                    lease_deadline: r.due,
+                    created: r.created,
+                    error: r.error,
+                    value,
+                }
+            })
+            .collect())
+    }
+
+    /// Finish a job: it is deleted. False if this attempt no longer holds the lease.
+    pub fn job_finish(&self, id: i64, attempt: u32) -> Result<bool> {
+        self.write(None, |db, unlink| {
+            let gone: Option<Option<String>> = db
+                .prepare_cached("DELETE FROM jobs WHERE id = ?1 AND state = 1 AND attempts = ?2 RETURNING filename")
+                .and_then(|mut st| st.query_row(params![id, attempt], |r| r.get(0)).optional())
+                .ctx("finishing a job")?;
+            Ok(gone.map(|f| unlink.extend(f)).is_some())
+        })
+    }
+
+    /// Fail an attempt. The job is retried after `retry_in` seconds, or goes to the dead-letter
+    /// list once it has used `max_attempts`. `None` if this attempt no longer holds the lease.
+    pub fn job_fail(
+        &self,
+        id: i64,
+        attempt: u32,
+        error: &str,
+        retry_in: f64,
+    ) -> Result<Option<JobState>> {
+        check_seconds("retry_in", retry_in)?;
+        self.write(None, |db, _| {
+            let state: Option<i64> = db
+                .prepare_cached(
+                    "UPDATE jobs SET state = CASE WHEN max_attempts > 0 AND attempts >= max_attempts THEN 2 ELSE 0 END, \
+                     due = CASE WHEN max_attempts > 0 AND attempts >= max_attempts THEN ?3 ELSE ?3 + ?4 END, error = ?5 \
+                     WHERE id = ?1 AND state = 1 AND attempts = ?2 RETURNING state",
+                )
+                .and_then(|mut st| st.query_row(params![id, attempt, now(), retry_in, error], |r| r.get(0)).optional())
+                .ctx("failing a job")?;
+            Ok(state.map(|s| if s == DEAD { JobState::Dead } else { JobState::Ready }))
+        })
+    }
+
+    /// Extend a lease to `lease` seconds from now (a heartbeat). Returns the new deadline, or
+    /// `None` if this attempt no longer holds the lease.
+    pub fn job_extend(&self, id: i64, attempt: u32, lease: f64) -> Result<Option<f64>> {
+        check_seconds("lease", lease)?;
+        self.write(None, |db, _| {
+            let deadline = now() + lease;
+            let n = db
+                .prepare_cached(
+                    "UPDATE jobs SET due = ?3 WHERE id = ?1 AND state = 1 AND attempts = ?2",
+                )
+                .and_then(|mut st| st.execute(params![id, attempt, deadline]))
+                .ctx("extending a lease")?;
+            Ok((n > 0).then_some(deadline))
+        })
+    }
+
+    /// Give a job back without counting the attempt, ready again after `delay` seconds.
+    pub fn job_release(&self, id: i64, attempt: u32, delay: f64) -> Result<bool> {
+        check_seconds("delay", delay)?;
+        self.write(None, |db, _| {
+            let n = db
+                .prepare_cached(
+                    "UPDATE jobs SET state = 0, due = ?3, attempts = attempts - 1 WHERE id = ?1 AND state = 1 AND attempts = ?2",
+                )
+                .and_then(|mut st| st.execute(params![id, attempt, now() + delay]))
+                .ctx("releasing a job")?;
+            Ok(n > 0)
+        })
+    }
+
+    /// Requeue every expired lease of `queue` (or of every queue), or send it to the
+    /// dead-letter list if it has used its attempts.
+    pub fn job_sweep(&self, queue: Option<&str>) -> Result<Swept> {
+        if let Some(q) = queue {
+            check_queue(q)?;
+        }
+        self.write(None, |db, _| {
+            let now = now();
+            match queue {
+                Some(q) => sweep_queue(db, q, now),
+                None => {
+                    let queues: Vec<String> = db
+                        .prepare("SELECT DISTINCT queue FROM jobs WHERE state = 1 AND due < ?1")
+                        .and_then(|mut st| st.query_map([now], |r| r.get(0))?.collect())
+                        .ctx("sweeping leases")?;
+                    let mut total = Swept::default();
+                    for q in queues {
+                        let s = sweep_queue(db, &q, now)?;
+                        total.requeued += s.requeued;
+                        total.dead += s.dead;
+                    }
+                    Ok(total)
+                }
+            }
+        })
+    }
+
+    /// Counts of one queue's jobs by state.
+    pub fn job_counts(&self, queue: &str) -> Result<JobCounts> {
+        self.read(|db| {
+            let now = now();
+            let mut stmt = db
+                .prepare_cached(
+                    "SELECT state, due <= ?2, COUNT(*) FROM jobs WHERE queue = ?1 GROUP BY state, due <= ?2",
+                )
+                .ctx("counting jobs")?;
+            let rows: Vec<(i64, bool, i64)> = stmt
+                .query_map(params![queue, now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .and_then(|it| it.collect())
+                .ctx("counting jobs")?;
+            let mut c = JobCounts::default();
+            for (state, due, n) in rows {
+                let n = n as u64;
+                match (state, due) {
+                    (READY, true) => c.ready += n,
+                    (READY, false) => c.scheduled += n,
+                    (LEASED, _) => c.leased += n,
+                    _ => c.dead += n,
+                }
+            }
+            Ok(c)
+        })
+    }
+
+    /// One job by id, in any state.
+    pub fn job_info(&self, id: i64) -> Result<Option<JobInfo>> {
+        let row = self.read(|db| {
+            db.prepare_cached(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1"))
+                .and_then(|mut st| st.query_row([id], job_row).optional())
+                .ctx("reading a job")
+        })?;
+        Ok(row.map(|r| self.job_info_from(r)))
+    }
+
+    /// Dead jobs of a queue, oldest death first, after id `after` (for paging).
+    pub fn job_dead(&self, queue: &str, after: i64, limit: usize) -> Result<Vec<JobInfo>> {
+        let rows = self.read(|db| {
+            db.prepare_cached(&format!(
+                "SELECT {JOB_COLUMNS} FROM jobs WHERE queue = ?1 AND state = 2 AND id > ?2 ORDER BY id LIMIT ?3"
+            ))
+            .and_then(|mut st| st.query_map(params![queue, after, limit as i64], job_row)?.collect::<rusqlite::Result<Vec<_>>>())
+            .ctx("listing dead jobs")
+        })?;
+        Ok(rows.into_iter().map(|r| self.job_info_from(r)).collect())
+    }
+
+    /// Put a dead job back in its queue with its attempts reset. False if it is not dead.
+    pub fn job_requeue(&self, id: i64, delay: f64) -> Result<bool> {
+        check_seconds("delay", delay)?;
+        self.write(None, |db, _| {
+            let n = db
+                .prepare_cached("UPDATE jobs SET state = 0, due = ?2, attempts = 0 WHERE id = ?1 AND state = 2")
+                .and_then(|mut st| st.execute(params![id, now() + delay]))
+                .map_err(|e| match &e {
+                    rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => {
+                        Error::invalid(format!(
+                            "job {id}: another ready or leased job has the same unique key; finish or delete it first"
+                        ))
+                    }
+                    _ => crate::error::sql_error("requeueing a job", e),
+                })?;
+            Ok(n > 0)
+        })
+    }
+
+    /// Delete a job in any state. False if there was none.
+    pub fn job_delete(&self, id: i64) -> Result<bool> {
+        self.write(None, |db, unlink| {
+            let gone: Option<Option<String>> = db
+                .prepare_cached("DELETE FROM jobs WHERE id = ?1 RETURNING filename")
+                .and_then(|mut st| st.query_row([id], |r| r.get(0)).optional())
+                .ctx("deleting a job")?;
+            Ok(gone.map(|f| unlink.extend(f)).is_some())
+        })
+    }
+
+    fn job_value(&self, r: &JobRow) -> Result<StoredValue, String> {
+        let mut row = crate::cache::Row {
+            rowid: r.id,
+            expire_time: None,
+            tag: None,
+            kind: r.kind,
+            crc: r.crc,
+            filename: r.filename.clone(),
+            size: 0,
+            inline: match &r.inline {
+                Inline::Null => Inline::Null,
+                Inline::Int(i) => Inline::Int(*i),
+                Inline::Float(f) => Inline::Float(*f),
+                Inline::Text(t) => Inline::Text(t.clone()),
+                Inline::Blob(b) => Inline::Blob(b.clone()),
+            },
+        };
+        match self.load(&mut row, false) {
+            Ok(Found::Yes(v)) => Ok(v),
+            Ok(Found::Missing) => Err(format!(
+                "corrupt value: the value file of job {} is missing",
+                r.id
+            )),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    fn job_info_from(&self, r: JobRow) -> JobInfo {
+        let value = self.job_value(&r);
+        JobInfo {
+            id: r.id,
+            queue: r.queue,
+            state: match r.state {
+                READY => JobState::Ready,
+                LEASED => JobState::Leased,
+                _ => JobState::Dead,
+            },
+            due: r.due,
+            attempts: r.attempts,
+            max_attempts: r.max_attempts,
+            created: r.created,
+            error: r.error,
+            unique: r.dedupe,
+            value,
+        }
+    }
+}
+
+const JOB_COLUMNS: &str =
+    "id, queue, state, due, attempts, max_attempts, created, error, dedupe, kind, crc, filename, value";
+
+struct JobRow {
+    id: i64,
+    queue: String,
+    state: i64,
+    due: f64,
+    attempts: u32,
+    max_attempts: u32,
+    created: f64,
+    error: Option<String>,
+    dedupe: Option<String>,
+    kind: i64,
+    crc: u32,
+    filename: Option<String>,
+    inline: Inline,
+}
+
+fn job_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRow> {
+    use rusqlite::types::ValueRef as Sql;
+    Ok(JobRow {
+        id: r.get(0)?,
+        queue: r.get(1)?,
+        state: r.get(2)?,
+        due: r.get(3)?,
+        attempts: r.get::<_, i64>(4)?.clamp(0, u32::MAX as i64) as u32,
+        max_attempts: r.get::<_, i64>(5)?.clamp(0, u32::MAX as i64) as u32,
+        created: r.get(6)?,
+        error: r.get(7)?,
+        dedupe: r.get(8)?,
+        kind: r.get(9)?,
+        crc: r.get::<_, i64>(10)? as u32,
+        filename: r.get(11)?,
+        inline: match r.get_ref(12)? {
+            Sql::Null => Inline::Null,
+            Sql::Integer(i) => Inline::Int(i),
+            Sql::Real(f) => Inline::Float(f),
+            Sql::Text(t) => Inline::Text(t.to_vec()),
+            Sql::Blob(b) => Inline::Blob(b.to_vec()),
+        },
+    })
+}
+
+fn insert_job(
+    db: &Connection,
+    queue: &str,
+    p: &Prepared<'_>,
+    due: f64,
+    o: &JobOptions,
+    now: f64,
+) -> Result<i64> {
+    let value = crate::cache::inline_sql(p.inline);
+    db.prepare_cached(
+        "INSERT INTO jobs (queue, state, due, attempts, max_attempts, dedupe, created, kind, crc, size, filename, value) \
+         VALUES (?1, 0, ?2, 0, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )
+    .and_then(|mut st| {
+        st.execute(params![queue, due, o.max_attempts, o.unique, now, p.kind as i64, p.crc, p.size, p.file, value])
+    })
+    .ctx("enqueueing a job")?;
+    Ok(db.last_insert_rowid())
+}
+
+/// Expired leases of one queue: back to ready, or dead once out of attempts.
+fn sweep_queue(db: &Connection, queue: &str, now: f64) -> Result<Swept> {
+    let states: Vec<i64> = db
+        .prepare_cached(
+            "UPDATE jobs SET state = CASE WHEN max_attempts > 0 AND attempts >= max_attempts THEN 2 ELSE 0 END, \
+             due = ?2, error = 'lease expired' WHERE queue = ?1 AND state = 1 AND due < ?2 RETURNING state",
+        )
+        .and_then(|mut st| st.query_map(params![queue, now], |r| r.get(0))?.collect())
+        .ctx("requeueing expired leases")?;
+    let dead = states.iter().filter(|s| **s == DEAD).count() as u64;
+    Ok(Swept {
+        requeued: states.len() as u64 - dead,
+        dead,
+    })
+}

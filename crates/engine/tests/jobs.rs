@@ -1,0 +1,258 @@
+//! Leased jobs: leases, fencing by attempt, retries, the dead-letter list, uniqueness, priorities.
+
+use diskcache_oxide_engine::{
+    Cache, JobOptions, JobState, OpenOptions, Put, StoredValue, ValueRef,
+};
+use std::time::Duration;
+
+fn open() -> (tempfile::TempDir, Cache) {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = Cache::open(dir.path(), OpenOptions::default()).unwrap();
+    (dir, cache)
+}
+
+fn put(cache: &Cache, queue: &str, v: i64) -> i64 {
+    cache
+        .job_put(queue, ValueRef::Int(v), &JobOptions::default())
+        .unwrap()
+        .id()
+}
+
+#[test]
+fn take_finish_and_lasting_ids() {
+    let (_d, cache) = open();
+    let a = put(&cache, "q", 1);
+    let b = put(&cache, "q", 2);
+    assert!(b > a);
+    let jobs = cache.job_take(&["q"], 30.0, 1).unwrap();
+    let job = &jobs[0];
+    assert_eq!(
+        (job.id, job.attempts, job.value.clone()),
+        (a, 1, Ok(StoredValue::Int(1)))
+    );
+    assert!(job.lease_deadline > 0.0);
+    assert!(cache.job_finish(job.id, job.attempts).unwrap());
+    assert!(
+        !cache.job_finish(job.id, job.attempts).unwrap(),
+        "finishing twice does nothing"
+    );
+    let c = put(&cache, "q", 3);
+    assert!(c > b, "ids are never reused");
+    assert_eq!(cache.job_counts("q").unwrap().ready, 2);
+}
+
+#[test]
+fn an_expired_lease_is_taken_again_and_the_old_holder_is_fenced_off() {
+    let (_d, cache) = open();
+    let id = put(&cache, "q", 1);
+    let first = cache.job_take(&["q"], 0.01, 1).unwrap().remove(0);
+    std::thread::sleep(Duration::from_millis(20));
+    let second = cache.job_take(&["q"], 30.0, 1).unwrap().remove(0);
+    assert_eq!((second.id, second.attempts), (id, 2));
+    assert_eq!(second.error.as_deref(), Some("lease expired"));
+    assert!(
+        !cache.job_finish(first.id, first.attempts).unwrap(),
+        "the first worker lost its lease"
+    );
+    assert!(cache
+        .job_extend(first.id, first.attempts, 10.0)
+        .unwrap()
+        .is_none());
+    assert!(cache
+        .job_extend(second.id, second.attempts, 60.0)
+        .unwrap()
+        .is_some());
+    assert!(cache.job_finish(second.id, second.attempts).unwrap());
+}
+
+#[test]
+fn failures_retry_then_go_to_the_dead_letter_list() {
+    let (_d, cache) = open();
+    let opts = JobOptions {
+        max_attempts: 2,
+        ..JobOptions::default()
+    };
+    let id = cache
+        .job_put("q", ValueRef::Str("payload"), &opts)
+        .unwrap()
+        .id();
+    let j = cache.job_take(&["q"], 30.0, 1).unwrap().remove(0);
+    assert_eq!(
+        cache.job_fail(j.id, j.attempts, "boom", 0.05).unwrap(),
+        Some(JobState::Ready)
+    );
+    assert!(
+        cache.job_take(&["q"], 30.0, 1).unwrap().is_empty(),
+        "not before its retry time"
+    );
+    assert_eq!(cache.job_counts("q").unwrap().scheduled, 1);
+    std::thread::sleep(Duration::from_millis(60));
+    let j = cache.job_take(&["q"], 30.0, 1).unwrap().remove(0);
+    assert_eq!(j.error.as_deref(), Some("boom"));
+    assert_eq!(
+        cache.job_fail(j.id, j.attempts, "boom again", 0.0).unwrap(),
+        Some(JobState::Dead)
+    );
+    let dead = cache.job_dead("q", 0, 10).unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(
+        (dead[0].id, dead[0].attempts, dead[0].error.as_deref()),
+        (id, 2, Some("boom again"))
+    );
+    assert_eq!(dead[0].value, Ok(StoredValue::Str("payload".into())));
+    assert!(cache.job_requeue(id, 0.0).unwrap());
+    let j = cache.job_take(&["q"], 30.0, 1).unwrap().remove(0);
+    assert_eq!((j.id, j.attempts), (id, 1));
+}
+
+#[test]
+fn abandoned_leases_die_after_max_attempts_and_sweep_reports_it() {
+    let (_d, cache) = open();
+    cache
+        .job_put(
+            "q",
+            ValueRef::Int(1),
+            &JobOptions {
+                max_attempts: 1,
+                ..JobOptions::default()
+            },
+        )
+        .unwrap();
+    cache
+        .job_put("q", ValueRef::Int(2), &JobOptions::default())
+        .unwrap();
+    assert_eq!(cache.job_take(&["q"], 0.0, 2).unwrap().len(), 2);
+    std::thread::sleep(Duration::from_millis(5));
+    let swept = cache.job_sweep(None).unwrap();
+    assert_eq!((swept.requeued, swept.dead), (1, 1));
+    let c = cache.job_counts("q").unwrap();
+    assert_eq!((c.ready, c.leased, c.dead), (1, 0, 1));
+}
+
+#[test]
+fn release_does_not_count_an_attempt() {
+    let (_d, cache) = open();
+    put(&cache, "q", 1);
+    let j = cache.job_take(&["q"], 30.0, 1).unwrap().remove(0);
+    assert!(cache.job_release(j.id, j.attempts, 0.0).unwrap());
+    let j = cache.job_take(&["q"], 30.0, 1).unwrap().remove(0);
+    assert_eq!(j.attempts, 1);
+}
+
+#[test]
+fn unique_keys_priorities_and_delays() {
+    let (_d, cache) = open();
+    let u = JobOptions {
+        unique: Some("episode-7".into()),
+        ..JobOptions::default()
+    };
+    let first = cache.job_put("email", ValueRef::Int(1), &u).unwrap();
+    assert!(matches!(first, Put::Added(_)));
+    assert_eq!(
+        cache.job_put("email", ValueRef::Int(2), &u).unwrap(),
+        Put::Duplicate(first.id())
+    );
+    let later = JobOptions {
+        delay: 60.0,
+        ..JobOptions::default()
+    };
+    cache.job_put("urgent", ValueRef::Int(0), &later).unwrap();
+    put(&cache, "urgent", 10);
+    put(&cache, "transcode", 20);
+    let order: Vec<StoredValue> = cache
+        .job_take(&["urgent", "transcode", "email"], 30.0, 10)
+        .unwrap()
+        .into_iter()
+        .map(|j| j.value.unwrap())
+        .collect();
+    assert_eq!(
+        order,
+        vec![
+            StoredValue::Int(10),
+            StoredValue::Int(20),
+            StoredValue::Int(1)
+        ]
+    );
+    let taken = cache.job_take(&["email"], 30.0, 1).unwrap();
+    assert!(taken.is_empty());
+    // Once the unique job is finished, the key is free again.
+    let info = cache.job_info(first.id()).unwrap().unwrap();
+    assert_eq!(info.state, JobState::Leased);
+    assert!(cache.job_finish(first.id(), 1).unwrap());
+    assert!(matches!(
+        cache.job_put("email", ValueRef::Int(3), &u).unwrap(),
+        Put::Added(_)
+    ));
+}
+
+#[test]
+fn large_job_values_live_in_files_that_check_knows() {
+    let (_d, cache) = open();
+    let big = vec![5u8; 100_000];
+    let ids = cache
+        .job_put_many(
+            "q",
+            &[ValueRef::Bytes(&big), ValueRef::Int(1)],
+            &JobOptions::default(),
+        )
+        .unwrap();
+    assert_eq!(ids.len(), 2);
+    assert!(cache.check(false).unwrap().is_empty());
+    let j = cache.job_take(&["q"], 30.0, 1).unwrap().remove(0);
+    assert_eq!(j.value, Ok(StoredValue::Bytes(big)));
+    assert!(cache.job_finish(j.id, j.attempts).unwrap());
+    assert!(
+        cache.check(false).unwrap().is_empty(),
+        "the finished job's file was removed"
+    );
+}
+
+#[test]
+fn bad_arguments_are_refused() {
+    let (_d, cache) = open();
+    assert!(cache
+        .job_put("", ValueRef::Int(1), &JobOptions::default())
+        .is_err());
+    assert!(cache
+        .job_put(
+            "q",
+            ValueRef::Int(1),
+            &JobOptions {
+                delay: f64::NAN,
+                ..JobOptions::default()
+            }
+        )
+        .is_err());
+    assert!(cache.job_take(&["q"], -1.0, 1).is_err());
+}
+
+#[test]
+fn threads_take_each_job_once() {
+    let (_d, cache) = open();
+    let n = 300;
+    let values: Vec<i64> = (0..n).collect();
+    let refs: Vec<ValueRef<'_>> = values.iter().map(|v| ValueRef::Int(*v)).collect();
+    cache
+        .job_put_many("q", &refs, &JobOptions::default())
+        .unwrap();
+    let seen = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| loop {
+                let jobs = cache.job_take(&["q"], 30.0, 7).unwrap();
+                if jobs.is_empty() {
+                    break;
+                }
+                for j in jobs {
+                    if let Ok(StoredValue::Int(v)) = j.value {
+                        seen.lock().unwrap().push(v);
+                    }
+                    assert!(cache.job_finish(j.id, j.attempts).unwrap());
+                }
+            });
+        }
+    });
+    let mut seen = seen.into_inner().unwrap();
+    seen.sort();
+    assert_eq!(seen, values);
+}
