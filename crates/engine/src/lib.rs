@@ -16,6 +16,7 @@
 //! # Ok::<(), diskcache_oxide_engine::Error>(())
 //! ```
 
+mod bell;
 mod cache;
 mod conn;
 mod error;

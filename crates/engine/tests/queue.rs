@@ -268,3 +268,29 @@ fn threads_each_get_distinct_items() {
     seen.sort();
     assert_eq!(seen, (0..n).collect::<Vec<_>>());
 }
+
+#[test]
+fn a_waiting_pull_wakes_for_a_push_from_another_handle() {
+    let (dir, cache) = open();
+    let other = Cache::open(dir.path(), OpenOptions::default()).unwrap();
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            other
+                .push(Some("q"), ValueRef::Int(42), Side::Back, &w())
+                .unwrap();
+        });
+        let got = cache
+            .wait_for(std::time::Duration::from_secs(30), || {
+                cache.pull(Some("q"), Side::Front, &mut take)
+            })
+            .unwrap();
+        assert_eq!(got.map(|(_, e)| e.value), Some(StoredValue::Int(42)));
+    });
+    let nothing = cache
+        .wait_for(std::time::Duration::from_millis(30), || {
+            cache.pull(Some("q"), Side::Front, &mut take)
+        })
+        .unwrap();
+    assert!(nothing.is_none());
+}
