@@ -1,0 +1,1025 @@
+//! `CacheCore`: the Rust base class of `diskcache_oxide.Cache`.
+//!
+//! Every method converts its Python arguments while attached, runs the engine call with the
+//! GIL released (`Python::detach`), and converts the result after re-attaching. The hot
+//! methods (get, set, add, delete, incr, `[]`, `in`, ...) are defined here so that a call from
+//! Python reaches Rust without a Python frame in between.
+
+use crate::convert::{
+    fetched_to_py, key_from_py, key_to_py, opt_scalar_to_py, prepare_value, setting_from_py,
+    setting_to_py, tag_from_py, Ctx, Fetched, Flag, Prepared,
+};
+use crate::errors::{Exc, IntoPy};
+use crate::iter::KeyIterator;
+use crate::pyobj;
+use crate::reader::PyReader;
+use diskcache_oxide_engine::{
+    Cache, Error, Incr, Key, OpenOptions, Scalar, SettingValue, ValueRef, WriteOptions,
+};
+use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyInt, PyList, PyTuple};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// What `_open` sets once; read by every call.
+struct Handle {
+    cache: Arc<Cache>,
+    directory: String,
+    timeout: f64,
+    pickle: bool,
+    /// `on_decode_error='miss'`.
+    miss: bool,
+}
+
+impl Handle {
+    fn ctx(&self) -> Ctx<'_> {
+        Ctx {
+            pickle: self.pickle,
+            cache: &self.cache,
+        }
+    }
+}
+
+type Got = Option<(Fetched, Option<f64>, Option<Scalar>)>;
+/// A hit, converted: the value, its expire time and its tag.
+type Hit<'py> = (Bound<'py, PyAny>, Option<f64>, Option<Scalar>);
+
+/// Run an engine call with the GIL released; with `retry`, run it again after each
+/// `Error::Timeout` (python-diskcache's `retry=True`), checking for Ctrl-C in between.
+fn run<T, F>(py: Python<'_>, retry: bool, f: F) -> PyResult<T>
+where
+    F: Fn() -> Result<T, Error> + Sync,
+    T: Send,
+{
+    loop {
+        match py.detach(&f) {
+            Err(Error::Timeout) if retry => py.check_signals()?,
+            result => return result.py_err(py),
+        }
+    }
+}
+
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+fn key_error(key: &Bound<'_, PyAny>) -> PyErr {
+    PyKeyError::new_err((key.clone().unbind(),))
+}
+
+/// `value`, `(value, x)` or `(value, expire_time, tag)`, as python-diskcache shapes results.
+fn shape<'py>(
+    py: Python<'py>,
+    value: Bound<'py, PyAny>,
+    expire: Bound<'py, PyAny>,
+    tag: Bound<'py, PyAny>,
+    want_expire: bool,
+    want_tag: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match (want_expire, want_tag) {
+        (true, true) => PyTuple::new(py, [value, expire, tag])?.into_any(),
+        (true, false) => PyTuple::new(py, [value, expire])?.into_any(),
+        (false, true) => PyTuple::new(py, [value, tag])?.into_any(),
+        (false, false) => value,
+    })
+}
+
+fn shape_default<'py>(
+    py: Python<'py>,
+    default: Option<&Bound<'py, PyAny>>,
+    want_expire: bool,
+    want_tag: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let default = match default {
+        Some(d) => d.clone(),
+        None => py.None().into_bound(py),
+    };
+    let none = || py.None().into_bound(py);
+    shape(py, default, none(), none(), want_expire, want_tag)
+}
+
+fn float_or_none(py: Python<'_>, f: Option<f64>) -> PyResult<Bound<'_, PyAny>> {
+    Ok(match f {
+        Some(f) => f.into_pyobject(py)?.into_any(),
+        None => py.None().into_bound(py),
+    })
+}
+
+/// An int argument that is usually an i64 (delta and default of `incr`).
+pub(crate) enum Num<'py> {
+    Int(i64),
+    Obj(Bound<'py, PyAny>),
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Num<'py> {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        if obj.is_exact_instance_of::<PyInt>() {
+            if let Ok(i) = obj.extract::<i64>() {
+                return Ok(Num::Int(i));
+            }
+        }
+        Ok(Num::Obj(obj.to_owned()))
+    }
+}
+
+impl<'py> Num<'py> {
+    fn to_object(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(match self {
+            Num::Int(i) => i.into_pyobject(py)?.into_any(),
+            Num::Obj(o) => o.clone(),
+        })
+    }
+}
+
+#[pyclass(subclass, frozen, module = "diskcache_oxide", name = "CacheCore")]
+pub(crate) struct CacheCore {
+    handle: OnceLock<Handle>,
+}
+
+impl Drop for CacheCore {
+    /// Closing the last handle closes SQLite connections (and may checkpoint the WAL):
+    /// do that with the GIL released too.
+    fn drop(&mut self) {
+        if let Some(handle) = self.handle.take() {
+            release(handle);
+        }
+    }
+}
+
+/// Drop `value` with the GIL released.
+pub(crate) fn release<T: Send>(value: T) {
+    Python::attach(|py| py.detach(move || drop(value)));
+}
+
+impl CacheCore {
+    fn h(&self) -> PyResult<&Handle> {
+        self.handle.get().ok_or_else(|| {
+            PyRuntimeError::new_err(
+                "this Cache is not open: its __init__ did not run; a subclass that overrides \
+                 __init__ must call super().__init__(directory, ...)",
+            )
+        })
+    }
+
+    /// On a decode error with `on_decode_error='miss'`: log it and report a miss (Ok).
+    fn decode_miss(
+        &self,
+        py: Python<'_>,
+        h: &Handle,
+        key: &Bound<'_, PyAny>,
+        err: PyErr,
+    ) -> PyResult<()> {
+        if !(h.miss && Exc::DecodeError.matches(py, &err)) {
+            return Err(err);
+        }
+        let message = err.value(py).str()?;
+        pyobj::logger(py)?.call_method1(
+            intern!(py, "warning"),
+            (
+                "treating key %r in %s as a miss (on_decode_error='miss'): %s",
+                key,
+                h.directory.as_str(),
+                message,
+            ),
+        )?;
+        Ok(())
+    }
+
+    /// The value (converted) or `None` for a miss; the metadata is passed through.
+    fn convert_got<'py>(
+        &self,
+        py: Python<'py>,
+        h: &Handle,
+        key: &Bound<'py, PyAny>,
+        got: Got,
+    ) -> PyResult<Option<Hit<'py>>> {
+        let Some((value, expire, tag)) = got else {
+            return Ok(None);
+        };
+        match fetched_to_py(py, value, h.pickle) {
+            Ok(v) => Ok(Some((v, expire, tag))),
+            Err(e) => self.decode_miss(py, h, key, e).map(|()| None),
+        }
+    }
+
+    /// Engine get plus conversion; `None` is a miss (absent, expired, or a decode miss).
+    fn get_inner<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        read: bool,
+        retry: bool,
+    ) -> PyResult<Option<Hit<'py>>> {
+        let h = self.h()?;
+        let k = key_from_py(py, key, &h.ctx())?;
+        let cache = &*h.cache;
+        let got: PyResult<Got> = run(py, retry, || {
+            Ok(cache
+                .get(&k, read)?
+                .map(|e| (Fetched::from(e.value), e.expire_time, e.tag)))
+        });
+        match got {
+            Ok(got) => self.convert_got(py, h, key, got),
+            Err(e) => self.decode_miss(py, h, key, e).map(|()| None),
+        }
+    }
+
+    fn set_inner(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        options: WriteOptions,
+        retry: bool,
+    ) -> PyResult<()> {
+        let h = self.h()?;
+        let ctx = h.ctx();
+        let k = key_from_py(py, key, &ctx)?;
+        let prepared = prepare_value(py, value, &ctx)?;
+        let v = prepared.as_ref();
+        let cache = &*h.cache;
+        run(py, retry, || cache.set(&k, v, &options))
+    }
+
+    /// `set(..., read=True)`: stream a binary file into a value file.
+    fn set_from_file(
+        &self,
+        py: Python<'_>,
+        k: &Key,
+        file: &Bound<'_, PyAny>,
+        options: &WriteOptions,
+        retry: bool,
+    ) -> PyResult<()> {
+        let cache = &*self.h()?.cache;
+        // Where the file starts, so that a retry after a timeout can read it again.
+        let start = file.call_method0(intern!(py, "tell")).ok().filter(|_| {
+            file.call_method0(intern!(py, "seekable"))
+                .and_then(|s| s.is_truthy())
+                .unwrap_or(false)
+        });
+        loop {
+            let mut reader = PyReader::new(file.clone().unbind());
+            let result = py.detach(|| cache.set_from_reader(k, &mut reader, options));
+            if let Some(e) = reader.error.take() {
+                return Err(e);
+            }
+            match result {
+                Err(Error::Timeout) if retry && start.is_some() => {
+                    py.check_signals()?;
+                    if let Some(start) = &start {
+                        file.call_method1(intern!(py, "seek"), (start,))?;
+                    }
+                }
+                result => return result.py_err(py),
+            }
+        }
+    }
+
+    fn begin(&self, py: Python<'_>, retry: bool) -> PyResult<()> {
+        let cache = &*self.h()?.cache;
+        run(py, retry, || cache.begin())
+    }
+
+    fn end(&self, py: Python<'_>, commit: bool) -> PyResult<()> {
+        let cache = &*self.h()?.cache;
+        run(py, false, || cache.end(commit))
+    }
+
+    /// Run `f` inside an engine transaction: committed if it succeeds, rolled back if not.
+    fn in_transaction<T>(
+        &self,
+        py: Python<'_>,
+        retry: bool,
+        f: impl FnOnce() -> PyResult<T>,
+    ) -> PyResult<T> {
+        self.begin(py, retry)?;
+        match f() {
+            Ok(v) => {
+                self.end(py, true)?;
+                Ok(v)
+            }
+            Err(e) => {
+                let _ = self.end(py, false);
+                Err(e)
+            }
+        }
+    }
+
+    /// `incr` for what the engine's i64 arithmetic cannot do: read, add in Python, write,
+    /// in one transaction. Expiry and tag of an existing item are kept, as python-diskcache
+    /// keeps them.
+    fn incr_slow<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        k: &Key,
+        delta: &Num<'py>,
+        default: &Num<'py>,
+        retry: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let h = self.h()?;
+        let cache = &*h.cache;
+        self.in_transaction(py, retry, || {
+            let got: Got = run(py, false, || {
+                Ok(cache
+                    .get(k, false)?
+                    .map(|e| (Fetched::from(e.value), e.expire_time, e.tag)))
+            })?;
+            let delta = delta.to_object(py)?;
+            let (value, options) = match got {
+                None => {
+                    let default = default.to_object(py)?;
+                    if default.is_none() {
+                        return Err(key_error(key));
+                    }
+                    (default.add(&delta)?, WriteOptions::default())
+                }
+                Some((current, expire_time, tag)) => {
+                    let current = fetched_to_py(py, current, h.pickle)?;
+                    let options = WriteOptions {
+                        expire: expire_time.map(|t| (t - now()).max(0.0)),
+                        tag,
+                    };
+                    (current.add(&delta)?, options)
+                }
+            };
+            let ctx = h.ctx();
+            let prepared = prepare_value(py, &value, &ctx)?;
+            let v = prepared.as_ref();
+            run(py, false, || cache.set(k, v, &options))?;
+            Ok(value)
+        })
+    }
+
+    fn incr_inner<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        delta: Num<'py>,
+        default: Num<'py>,
+        retry: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let h = self.h()?;
+        let k = key_from_py(py, key, &h.ctx())?;
+        let fast_default = match &default {
+            Num::Int(i) => Some(Some(*i)),
+            Num::Obj(o) if o.is_none() => Some(None),
+            Num::Obj(_) => None,
+        };
+        if let (Num::Int(d), Some(def)) = (&delta, fast_default) {
+            let cache = &*h.cache;
+            let d = *d;
+            match run(py, retry, || cache.incr(&k, d, def))? {
+                Incr::Value(n) => return Ok(n.into_pyobject(py)?.into_any()),
+                Incr::Missing => return Err(key_error(key)),
+                Incr::NotInt => {}
+            }
+        }
+        self.incr_slow(py, key, &k, &delta, &default, retry)
+    }
+
+    fn keys_from_iterable(
+        &self,
+        py: Python<'_>,
+        h: &Handle,
+        keys: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<Key>> {
+        let ctx = h.ctx();
+        let mut out = Vec::new();
+        for key in keys.try_iter()? {
+            out.push(key_from_py(py, &key?, &ctx)?);
+        }
+        Ok(out)
+    }
+
+    fn setting(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyAny>> {
+        let cache = &*self.h()?.cache;
+        let settings = py.detach(|| cache.settings());
+        let value = settings.get(name).py_err(py)?;
+        Ok(setting_to_py(py, value)?.unbind())
+    }
+}
+
+#[pymethods]
+impl CacheCore {
+    /// The handle opens in `_open`, called by `Cache.__init__`, so that subclasses may
+    /// override `__init__` as they could with python-diskcache.
+    #[new]
+    #[pyo3(signature = (*_args, **_kwargs))]
+    fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Self {
+        CacheCore {
+            handle: OnceLock::new(),
+        }
+    }
+
+    #[pyo3(signature = (directory, timeout, pickle, on_decode_error, settings=None))]
+    fn _open(
+        &self,
+        py: Python<'_>,
+        directory: String,
+        timeout: f64,
+        pickle: bool,
+        on_decode_error: &str,
+        settings: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<()> {
+        if self.handle.get().is_some() {
+            return Err(PyRuntimeError::new_err(
+                "this Cache is already open; make a new Cache object to open another directory",
+            ));
+        }
+        let miss = match on_decode_error {
+            "raise" => false,
+            "miss" => true,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "on_decode_error must be 'raise' or 'miss', not {other:?}"
+                )))
+            }
+        };
+        let duration = Duration::try_from_secs_f64(timeout).map_err(|_| {
+            PyValueError::new_err(format!(
+                "timeout must be a finite number of seconds >= 0, not {timeout}"
+            ))
+        })?;
+        let mut options = OpenOptions {
+            timeout: duration,
+            settings: Vec::new(),
+        };
+        if let Some(settings) = settings {
+            for (name, value) in settings.iter() {
+                let name: String = name
+                    .extract()
+                    .map_err(|_| PyTypeError::new_err("setting names must be str"))?;
+                let value = setting_from_py(&name, &value)?;
+                options.settings.push((name, value));
+            }
+        }
+        let cache = {
+            let dir = directory.as_str();
+            py.detach(|| Cache::open(dir, options)).py_err(py)?
+        };
+        let handle = Handle {
+            cache: Arc::new(cache),
+            directory,
+            timeout,
+            pickle,
+            miss,
+        };
+        self.handle
+            .set(handle)
+            .map_err(|_| PyRuntimeError::new_err("this Cache was opened twice at once"))
+    }
+
+    // ---- properties ------------------------------------------------------------------------
+
+    #[getter]
+    fn directory(&self) -> PyResult<&str> {
+        Ok(&self.h()?.directory)
+    }
+
+    #[getter]
+    fn timeout(&self) -> PyResult<f64> {
+        Ok(self.h()?.timeout)
+    }
+
+    #[getter]
+    fn pickle(&self) -> PyResult<bool> {
+        Ok(self.h()?.pickle)
+    }
+
+    #[getter]
+    fn on_decode_error(&self) -> PyResult<&'static str> {
+        Ok(if self.h()?.miss { "miss" } else { "raise" })
+    }
+
+    #[getter]
+    fn statistics(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.setting(py, "statistics")
+    }
+
+    #[getter]
+    fn tag_index(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.setting(py, "tag_index")
+    }
+
+    #[getter]
+    fn eviction_policy(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.setting(py, "eviction_policy")
+    }
+
+    #[getter]
+    fn size_limit(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.setting(py, "size_limit")
+    }
+
+    #[getter]
+    fn cull_limit(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.setting(py, "cull_limit")
+    }
+
+    #[getter]
+    fn sqlite_auto_vacuum(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.setting(py, "sqlite_auto_vacuum")
+    }
+
+    #[getter]
+    fn sqlite_cache_size(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.setting(py, "sqlite_cache_size")
+    }
+
+    #[getter]
+    fn sqlite_journal_mode(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.setting(py, "sqlite_journal_mode")
+    }
+
+    #[getter]
+    fn sqlite_mmap_size(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.setting(py, "sqlite_mmap_size")
+    }
+
+    #[getter]
+    fn sqlite_synchronous(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.setting(py, "sqlite_synchronous")
+    }
+
+    #[getter]
+    fn disk_min_file_size(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.setting(py, "disk_min_file_size")
+    }
+
+    #[getter]
+    fn disk_pickle_protocol(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.setting(py, "disk_pickle_protocol")
+    }
+
+    // ---- writes ----------------------------------------------------------------------------
+
+    #[pyo3(signature = (key, value, expire=None, read=Flag(false), tag=None, retry=Flag(false)), text_signature = "(self, key, value, expire=None, read=False, tag=None, retry=False)")]
+    #[allow(clippy::too_many_arguments)]
+    fn set(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        expire: Option<f64>,
+        read: Flag,
+        tag: Option<&Bound<'_, PyAny>>,
+        retry: Flag,
+    ) -> PyResult<bool> {
+        let options = WriteOptions {
+            expire,
+            tag: tag_from_py(tag)?,
+        };
+        if read.0 {
+            let k = key_from_py(py, key, &self.h()?.ctx())?;
+            self.set_from_file(py, &k, value, &options, retry.0)?;
+        } else {
+            self.set_inner(py, key, value, options, retry.0)?;
+        }
+        Ok(true)
+    }
+
+    fn __setitem__(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.set_inner(py, key, value, WriteOptions::default(), true)
+    }
+
+    #[pyo3(signature = (key, value, expire=None, read=Flag(false), tag=None, retry=Flag(false)), text_signature = "(self, key, value, expire=None, read=False, tag=None, retry=False)")]
+    #[allow(clippy::too_many_arguments)]
+    fn add(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        expire: Option<f64>,
+        read: Flag,
+        tag: Option<&Bound<'_, PyAny>>,
+        retry: Flag,
+    ) -> PyResult<bool> {
+        let h = self.h()?;
+        let ctx = h.ctx();
+        let k = key_from_py(py, key, &ctx)?;
+        let options = WriteOptions {
+            expire,
+            tag: tag_from_py(tag)?,
+        };
+        let cache = &*h.cache;
+        if read.0 {
+            // The engine has no add-from-reader: check and write in one transaction.
+            return self.in_transaction(py, retry.0, || {
+                if run(py, false, || cache.contains(&k))? {
+                    return Ok(false);
+                }
+                self.set_from_file(py, &k, value, &options, false)?;
+                Ok(true)
+            });
+        }
+        let prepared = prepare_value(py, value, &ctx)?;
+        let v = prepared.as_ref();
+        run(py, retry.0, || cache.add(&k, v, &options))
+    }
+
+    #[pyo3(signature = (key, expire=None, retry=Flag(false)), text_signature = "(self, key, expire=None, retry=False)")]
+    fn touch(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        expire: Option<f64>,
+        retry: Flag,
+    ) -> PyResult<bool> {
+        let h = self.h()?;
+        let k = key_from_py(py, key, &h.ctx())?;
+        let cache = &*h.cache;
+        run(py, retry.0, || cache.touch(&k, expire))
+    }
+
+    #[pyo3(signature = (key, delta=Num::Int(1), default=Num::Int(0), retry=Flag(false)), text_signature = "(self, key, delta=1, default=0, retry=False)")]
+    fn incr<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        delta: Num<'py>,
+        default: Num<'py>,
+        retry: Flag,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.incr_inner(py, key, delta, default, retry.0)
+    }
+
+    #[pyo3(signature = (key, delta=Num::Int(1), default=Num::Int(0), retry=Flag(false)), text_signature = "(self, key, delta=1, default=0, retry=False)")]
+    fn decr<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        delta: Num<'py>,
+        default: Num<'py>,
+        retry: Flag,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let negated = match delta {
+            Num::Int(i) => match i.checked_neg() {
+                Some(n) => Num::Int(n),
+                None => Num::Obj(i.into_pyobject(py)?.into_any().neg()?),
+            },
+            Num::Obj(o) => Num::Obj(o.neg()?),
+        };
+        self.incr_inner(py, key, negated, default, retry.0)
+    }
+
+    // ---- reads -----------------------------------------------------------------------------
+
+    #[pyo3(signature = (key, default=None, read=Flag(false), expire_time=Flag(false), tag=Flag(false), retry=Flag(false)), text_signature = "(self, key, default=None, read=False, expire_time=False, tag=False, retry=False)")]
+    #[allow(clippy::too_many_arguments)]
+    fn get<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        default: Option<&Bound<'py, PyAny>>,
+        read: Flag,
+        expire_time: Flag,
+        tag: Flag,
+        retry: Flag,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        match self.get_inner(py, key, read.0, retry.0)? {
+            None => shape_default(py, default, expire_time.0, tag.0),
+            Some((value, expire, t)) => {
+                if !(expire_time.0 || tag.0) {
+                    return Ok(value);
+                }
+                let expire = float_or_none(py, expire)?;
+                let t = opt_scalar_to_py(py, t)?;
+                shape(py, value, expire, t, expire_time.0, tag.0)
+            }
+        }
+    }
+
+    fn __getitem__<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        match self.get_inner(py, key, false, true)? {
+            Some((value, _, _)) => Ok(value),
+            None => Err(key_error(key)),
+        }
+    }
+
+    #[pyo3(signature = (key, retry=Flag(false)), text_signature = "(self, key, retry=False)")]
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        retry: Flag,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        match self.get_inner(py, key, true, retry.0)? {
+            Some((value, _, _)) => Ok(value),
+            None => Err(key_error(key)),
+        }
+    }
+
+    fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let h = self.h()?;
+        let k = key_from_py(py, key, &h.ctx())?;
+        let cache = &*h.cache;
+        run(py, false, || cache.contains(&k))
+    }
+
+    #[pyo3(signature = (key, default=None, expire_time=Flag(false), tag=Flag(false), retry=Flag(false)), text_signature = "(self, key, default=None, expire_time=False, tag=False, retry=False)")]
+    fn pop<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        default: Option<&Bound<'py, PyAny>>,
+        expire_time: Flag,
+        tag: Flag,
+        retry: Flag,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let h = self.h()?;
+        let k = key_from_py(py, key, &h.ctx())?;
+        let cache = &*h.cache;
+        let got: PyResult<Got> = run(py, retry.0, || {
+            Ok(cache
+                .pop(&k)?
+                .map(|e| (Fetched::from(e.value), e.expire_time, e.tag)))
+        });
+        let got = match got {
+            Ok(got) => self.convert_got(py, h, key, got)?,
+            Err(e) => self.decode_miss(py, h, key, e).map(|()| None)?,
+        };
+        match got {
+            None => shape_default(py, default, expire_time.0, tag.0),
+            Some((value, expire, t)) => {
+                let expire = float_or_none(py, expire)?;
+                let t = opt_scalar_to_py(py, t)?;
+                shape(py, value, expire, t, expire_time.0, tag.0)
+            }
+        }
+    }
+
+    fn __delitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        let h = self.h()?;
+        let k = key_from_py(py, key, &h.ctx())?;
+        let cache = &*h.cache;
+        if run(py, true, || cache.delete(&k))? {
+            Ok(())
+        } else {
+            Err(key_error(key))
+        }
+    }
+
+    #[pyo3(signature = (key, retry=Flag(false)), text_signature = "(self, key, retry=False)")]
+    fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>, retry: Flag) -> PyResult<bool> {
+        let h = self.h()?;
+        let k = key_from_py(py, key, &h.ctx())?;
+        let cache = &*h.cache;
+        run(py, retry.0, || cache.delete(&k))
+    }
+
+    #[pyo3(signature = (last=Flag(true), expire_time=Flag(false), tag=Flag(false), retry=Flag(false)), text_signature = "(self, last=True, expire_time=False, tag=False, retry=False)")]
+    fn peekitem<'py>(
+        &self,
+        py: Python<'py>,
+        last: Flag,
+        expire_time: Flag,
+        tag: Flag,
+        retry: Flag,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let h = self.h()?;
+        let cache = &*h.cache;
+        let got = run(py, retry.0, || {
+            Ok(cache
+                .peekitem(last.0)?
+                .map(|(k, e)| (k, Fetched::from(e.value), e.expire_time, e.tag)))
+        })?;
+        let Some((k, value, expire, t)) = got else {
+            return Err(PyKeyError::new_err("dictionary is empty"));
+        };
+        let key = key_to_py(py, k, h.pickle)?;
+        let value = fetched_to_py(py, value, h.pickle)?;
+        let item = PyTuple::new(py, [key, value])?.into_any();
+        let expire = float_or_none(py, expire)?;
+        let t = opt_scalar_to_py(py, t)?;
+        shape(py, item, expire, t, expire_time.0, tag.0)
+    }
+
+    // ---- bulk (D-010) ----------------------------------------------------------------------
+
+    #[pyo3(signature = (keys, default=None, retry=Flag(false)), text_signature = "(self, keys, default=None, retry=False)")]
+    fn get_many<'py>(
+        &self,
+        py: Python<'py>,
+        keys: &Bound<'py, PyAny>,
+        default: Option<&Bound<'py, PyAny>>,
+        retry: Flag,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let h = self.h()?;
+        let key_objs: Vec<Bound<'py, PyAny>> = keys.try_iter()?.collect::<PyResult<_>>()?;
+        let ctx = h.ctx();
+        let ks = key_objs
+            .iter()
+            .map(|k| key_from_py(py, k, &ctx))
+            .collect::<PyResult<Vec<Key>>>()?;
+        let cache = &*h.cache;
+        let got: Vec<Got> = run(py, retry.0, || {
+            Ok(cache
+                .get_many(&ks)?
+                .into_iter()
+                .map(|o| o.map(|e| (Fetched::from(e.value), e.expire_time, e.tag)))
+                .collect())
+        })?;
+        let default = match default {
+            Some(d) => d.clone(),
+            None => py.None().into_bound(py),
+        };
+        let out = PyList::empty(py);
+        for (key, got) in key_objs.iter().zip(got) {
+            match self.convert_got(py, h, key, got)? {
+                Some((value, _, _)) => out.append(value)?,
+                None => out.append(&default)?,
+            }
+        }
+        Ok(out)
+    }
+
+    #[pyo3(signature = (mapping, expire=None, tag=None, retry=Flag(false)), text_signature = "(self, mapping, expire=None, tag=None, retry=False)")]
+    fn set_many(
+        &self,
+        py: Python<'_>,
+        mapping: &Bound<'_, PyAny>,
+        expire: Option<f64>,
+        tag: Option<&Bound<'_, PyAny>>,
+        retry: Flag,
+    ) -> PyResult<()> {
+        let h = self.h()?;
+        let ctx = h.ctx();
+        let options = WriteOptions {
+            expire,
+            tag: tag_from_py(tag)?,
+        };
+        let pairs = if mapping.hasattr(intern!(py, "items"))? {
+            mapping.call_method0(intern!(py, "items"))?
+        } else {
+            mapping.clone()
+        };
+        let mut keys = Vec::new();
+        let mut values = Vec::new();
+        for pair in pairs.try_iter()? {
+            let (key, value): (Bound<'_, PyAny>, Bound<'_, PyAny>) = pair?.extract()?;
+            keys.push(key_from_py(py, &key, &ctx)?);
+            values.push(value);
+        }
+        let prepared = values
+            .iter()
+            .map(|v| prepare_value(py, v, &ctx))
+            .collect::<PyResult<Vec<Prepared<'_, '_>>>>()?;
+        let items: Vec<(Key, ValueRef<'_>)> = keys
+            .into_iter()
+            .zip(prepared.iter().map(Prepared::as_ref))
+            .collect();
+        let cache = &*h.cache;
+        run(py, retry.0, || cache.set_many(&items, &options))
+    }
+
+    #[pyo3(signature = (keys, retry=Flag(false)), text_signature = "(self, keys, retry=False)")]
+    fn delete_many(&self, py: Python<'_>, keys: &Bound<'_, PyAny>, retry: Flag) -> PyResult<u64> {
+        let h = self.h()?;
+        let ks = self.keys_from_iterable(py, h, keys)?;
+        let cache = &*h.cache;
+        run(py, retry.0, || cache.delete_many(&ks))
+    }
+
+    // ---- removal in bulk -------------------------------------------------------------------
+
+    #[pyo3(signature = (now=None, retry=Flag(false)), text_signature = "(self, now=None, retry=False)")]
+    fn expire(&self, py: Python<'_>, now: Option<&Bound<'_, PyAny>>, retry: Flag) -> PyResult<u64> {
+        // python-diskcache uses `now or time.time()`.
+        let now = match now {
+            Some(n) if n.is_truthy()? => Some(n.extract::<f64>()?),
+            _ => None,
+        };
+        let cache = &*self.h()?.cache;
+        run(py, retry.0, || cache.expire(now))
+    }
+
+    #[pyo3(signature = (tag, retry=Flag(false)), text_signature = "(self, tag, retry=False)")]
+    fn evict(&self, py: Python<'_>, tag: &Bound<'_, PyAny>, retry: Flag) -> PyResult<u64> {
+        let cache = &*self.h()?.cache;
+        // A NULL tag matches no row in python-diskcache (`tag = NULL`).
+        let Some(tag) = tag_from_py(Some(tag))? else {
+            return Ok(0);
+        };
+        run(py, retry.0, || cache.evict(&tag))
+    }
+
+    #[pyo3(signature = (retry=Flag(false)), text_signature = "(self, retry=False)")]
+    fn clear(&self, py: Python<'_>, retry: Flag) -> PyResult<u64> {
+        let cache = &*self.h()?.cache;
+        run(py, retry.0, || cache.clear())
+    }
+
+    #[pyo3(signature = (retry=Flag(false)), text_signature = "(self, retry=False)")]
+    fn cull(&self, py: Python<'_>, retry: Flag) -> PyResult<u64> {
+        let cache = &*self.h()?.cache;
+        run(py, retry.0, || cache.cull())
+    }
+
+    #[pyo3(signature = (fix=Flag(false), retry=Flag(false)), text_signature = "(self, fix=False, retry=False)")]
+    fn _check(&self, py: Python<'_>, fix: Flag, retry: Flag) -> PyResult<Vec<String>> {
+        let cache = &*self.h()?.cache;
+        run(py, retry.0, || cache.check(fix.0))
+    }
+
+    // ---- metadata and settings -------------------------------------------------------------
+
+    #[pyo3(signature = (enable=Flag(true), reset=Flag(false)), text_signature = "(self, enable=True, reset=False)")]
+    fn stats(&self, py: Python<'_>, enable: Flag, reset: Flag) -> PyResult<(u64, u64)> {
+        let cache = &*self.h()?.cache;
+        run(py, false, || cache.stats(enable.0, reset.0))
+    }
+
+    #[pyo3(text_signature = "(self)")]
+    fn volume(&self, py: Python<'_>) -> PyResult<u64> {
+        let cache = &*self.h()?.cache;
+        run(py, false, || cache.volume())
+    }
+
+    #[pyo3(signature = (name, value=None, update=Flag(true)), text_signature = "(self, name, value=None, update=True)")]
+    fn _reset(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        value: Option<&Bound<'_, PyAny>>,
+        update: Flag,
+    ) -> PyResult<Py<PyAny>> {
+        let cache = &*self.h()?.cache;
+        let value: Option<SettingValue> = value.map(|v| setting_from_py(name, v)).transpose()?;
+        let result = run(py, false, || cache.reset(name, value.clone(), update.0))?;
+        Ok(setting_to_py(py, result)?.unbind())
+    }
+
+    #[pyo3(text_signature = "(self)")]
+    fn create_tag_index(&self, py: Python<'_>) -> PyResult<()> {
+        let cache = &*self.h()?.cache;
+        run(py, false, || cache.create_tag_index())
+    }
+
+    #[pyo3(text_signature = "(self)")]
+    fn drop_tag_index(&self, py: Python<'_>) -> PyResult<()> {
+        let cache = &*self.h()?.cache;
+        run(py, false, || cache.drop_tag_index())
+    }
+
+    // ---- transactions and connection -------------------------------------------------------
+
+    #[pyo3(signature = (retry=Flag(false)), text_signature = "(self, retry=False)")]
+    fn _begin(&self, py: Python<'_>, retry: Flag) -> PyResult<()> {
+        self.begin(py, retry.0)
+    }
+
+    fn _end(&self, py: Python<'_>, commit: bool) -> PyResult<()> {
+        self.end(py, commit)
+    }
+
+    #[pyo3(text_signature = "(self)")]
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        // Closing a handle that never opened is a no-op, as in python-diskcache.
+        if let Some(h) = self.handle.get() {
+            let cache = &*h.cache;
+            py.detach(|| cache.close());
+        }
+        Ok(())
+    }
+
+    // ---- iteration -------------------------------------------------------------------------
+
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        let cache = &*self.h()?.cache;
+        let n = run(py, false, || cache.len())?;
+        Ok(usize::try_from(n).unwrap_or(usize::MAX))
+    }
+
+    fn __iter__(&self, py: Python<'_>) -> PyResult<KeyIterator> {
+        let h = self.h()?;
+        KeyIterator::by_rowid(py, h.cache.clone(), h.pickle, true)
+    }
+
+    fn __reversed__(&self, py: Python<'_>) -> PyResult<KeyIterator> {
+        let h = self.h()?;
+        KeyIterator::by_rowid(py, h.cache.clone(), h.pickle, false)
+    }
+
+    #[pyo3(signature = (reverse=Flag(false)), text_signature = "(self, reverse=False)")]
+    fn iterkeys(&self, reverse: Flag) -> PyResult<KeyIterator> {
+        let h = self.h()?;
+        Ok(KeyIterator::sorted(h.cache.clone(), h.pickle, reverse.0))
+    }
+}

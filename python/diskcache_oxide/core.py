@@ -1,0 +1,296 @@
+"""The :class:`Cache` class: python-diskcache 5.6.3's ``Cache`` API over the Rust engine.
+
+The hot methods (``get``, ``set``, ``add``, ``delete``, ``incr``, ``[]``, ``in``, ...) are
+inherited from the binding's ``CacheCore`` and run in Rust without a Python frame. What is
+naturally Python lives here: construction, ``transact()``, ``memoize()``, ``check()`` and
+``reset()``. See docs/decisions/D-008-binding-and-python-layer.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import os.path
+import pickle as _pickle
+import tempfile
+import warnings
+from collections.abc import Callable, Collection, Iterator
+from typing import Any, Generic, Literal, ParamSpec, Protocol, TypeVar, cast
+
+from . import _core
+from .errors import EmptyDirWarning, UnknownFileWarning
+
+__all__ = [
+    "DEFAULT_SETTINGS",
+    "ENOVAL",
+    "EVICTION_POLICY",
+    "UNKNOWN",
+    "Cache",
+    "Constant",
+    "args_to_key",
+    "full_name",
+]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+_C = TypeVar("_C", bound="Cache")
+
+
+class Constant(tuple[str]):
+    """A named sentinel that shows its name as its repr (``ENOVAL``, ``UNKNOWN``)."""
+
+    def __new__(cls, name: str) -> Constant:
+        return super().__new__(cls, (name,))
+
+    def __repr__(self) -> str:
+        return str(self[0])
+
+
+ENOVAL = Constant("ENOVAL")
+UNKNOWN = Constant("UNKNOWN")
+
+#: The settings a cache keeps in its directory, with their defaults (python-diskcache 5.6.3).
+DEFAULT_SETTINGS: dict[str, Any] = {
+    "statistics": 0,
+    "tag_index": 0,
+    "eviction_policy": "least-recently-stored",
+    "size_limit": 2**30,
+    "cull_limit": 10,
+    "sqlite_auto_vacuum": 1,
+    "sqlite_cache_size": 2**13,
+    "sqlite_journal_mode": "wal",
+    "sqlite_mmap_size": 2**26,
+    "sqlite_synchronous": 1,
+    "disk_min_file_size": 2**15,
+    "disk_pickle_protocol": _pickle.HIGHEST_PROTOCOL,
+}
+
+#: The eviction policies, by the names python-diskcache uses. Each entry says what the
+#: policy does when the cache is set up (``init``), on a read (``get``) and when the cache
+#: is over its size limit (``cull``); ``None`` where it does nothing, as in python-diskcache.
+EVICTION_POLICY: dict[str, dict[str, str | None]] = {
+    "none": {"init": None, "get": None, "cull": None},
+    "least-recently-stored": {
+        "init": "index the store time",
+        "get": None,
+        "cull": "remove the items stored longest ago first",
+    },
+    "least-recently-used": {
+        "init": "index the access time",
+        "get": "record the access time",
+        "cull": "remove the items read longest ago first",
+    },
+    "least-frequently-used": {
+        "init": "index the access count",
+        "get": "count the access",
+        "cull": "remove the items read least often first",
+    },
+}
+
+_DISK_UNSUPPORTED = (
+    "diskcache_oxide does not support custom Disk classes: values are stored in a safe, "
+    "language-neutral format instead of pickles. To store your own types, register them "
+    "with diskcache_oxide.register_type(cls, name, encode, decode); to keep pickling "
+    "everything the safe format cannot express, open the cache with pickle=True"
+)
+
+
+def full_name(func: Callable[..., Any]) -> str:
+    """The ``module.qualname`` of ``func``."""
+    return f"{func.__module__}.{func.__qualname__}"
+
+
+def _type_name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def args_to_key(
+    base: tuple[Any, ...],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    typed: bool,
+    ignore: Collection[int | str],
+) -> tuple[Any, ...]:
+    """The cache key of one call, laid out as python-diskcache lays it out.
+
+    ``base + args + (None,) + sorted keyword items``, minus the ignored positions and
+    names; with ``typed``, followed by the argument types. Types are written as their
+    ``'module.qualname'`` strings, since the safe format does not store type objects.
+    """
+    kept = tuple(arg for index, arg in enumerate(args) if index not in ignore)
+    key: tuple[Any, ...] = base + kept + (None,)
+    items: list[tuple[str, Any]] = []
+    if kwargs:
+        items = sorted((name, value) for name, value in kwargs.items() if name not in ignore)
+        for item in items:
+            key += item
+    if typed:
+        key += tuple(_type_name(type(arg)) for arg in kept)
+        if kwargs:
+            key += tuple(_type_name(type(value)) for _, value in items)
+    return key
+
+
+class Memoized(Protocol, Generic[P, R]):
+    """A function wrapped by :meth:`Cache.memoize`."""
+
+    __wrapped__: Callable[P, R]
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
+
+    def __cache_key__(self, *args: P.args, **kwargs: P.kwargs) -> tuple[Any, ...]: ...
+
+
+def _reopen(
+    cls: type[Cache],
+    directory: str,
+    timeout: float,
+    pickle: bool,
+    on_decode_error: Literal["raise", "miss"],
+) -> Cache:
+    return cls(directory, timeout, pickle=pickle, on_decode_error=on_decode_error)
+
+
+def _check_category(message: str) -> type[Warning]:
+    if message.startswith("unknown file"):
+        return UnknownFileWarning
+    if message.startswith("empty directory"):
+        return EmptyDirWarning
+    return UserWarning
+
+
+class Cache(_core.CacheCore):
+    """A disk-backed cache: python-diskcache 5.6.3's ``Cache`` with a Rust engine.
+
+    :param directory: the cache directory (default: a new temporary directory); ``~`` and
+        environment variables are expanded
+    :param timeout: seconds a call waits on a database another connection holds locked
+        before raising :class:`~diskcache_oxide.Timeout` (default 60)
+    :param disk: must be None; custom ``Disk`` classes are not supported (see
+        :func:`~diskcache_oxide.register_type` and ``pickle``)
+    :param pickle: store what the safe format cannot express as pickles, and read
+        pickles back; only for directories every writer of which you trust (default False)
+    :param on_decode_error: ``'raise'`` (default) raises a
+        :class:`~diskcache_oxide.DecodeError` for a value that cannot be read; ``'miss'``
+        logs it and treats the key as missing in ``get``-style reads
+    :param settings: any of :data:`DEFAULT_SETTINGS`
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str] | None = None,
+        timeout: float = 60,
+        disk: object = None,
+        *,
+        pickle: bool = False,
+        on_decode_error: Literal["raise", "miss"] = "raise",
+        **settings: Any,
+    ) -> None:
+        if disk is not None:
+            raise ValueError(_DISK_UNSUPPORTED)
+        if directory is None:
+            directory = tempfile.mkdtemp(prefix="diskcache-oxide-")
+        path = os.path.expandvars(os.path.expanduser(str(directory)))
+        self._open(path, float(timeout), bool(pickle), on_decode_error, settings)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _reopen,
+            (type(self), self.directory, self.timeout, self.pickle, self.on_decode_error),
+        )
+
+    def __enter__(self: _C) -> _C:
+        return self
+
+    def __exit__(self, *exception: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def transact(self, retry: bool = False) -> Iterator[None]:
+        """Lock the cache for a group of operations that must happen together.
+
+        Reads and writes inside the block are atomic; other writers wait. Transactions
+        nest (inner blocks join the outer one) and belong to the thread that opened them.
+        An exception leaving the outermost block rolls everything back.
+
+        :param retry: retry on :class:`~diskcache_oxide.Timeout` instead of raising it
+        :raises Timeout: if the lock could not be taken in time and ``retry`` is False
+        """
+        self._begin(retry)
+        try:
+            yield
+        except BaseException:
+            self._end(False)
+            raise
+        self._end(True)
+
+    def check(self, fix: bool = False, retry: bool = False) -> list[warnings.WarningMessage]:
+        """Check the database and value files for consistency; with ``fix``, repair.
+
+        :return: the problems found, as ``warnings.WarningMessage`` records
+        :raises Timeout: if the database stayed locked and ``retry`` is False
+        """
+        messages = self._check(fix, retry)
+        with warnings.catch_warnings(record=True) as found:
+            for message in messages:
+                warnings.warn(message, _check_category(message), stacklevel=1)
+        return found
+
+    def reset(self, key: str, value: Any = ENOVAL, update: bool = True) -> Any:
+        """Read the setting ``key``, or with ``value`` change it.
+
+        :param key: a name from :data:`DEFAULT_SETTINGS`, or one of the counters ``'count'``,
+            ``'size'``, ``'hits'``, ``'misses'`` (read only)
+        :param value: the new value (default: read only)
+        :param update: store the change in the directory so other handles see it
+        :return: the setting's value
+        """
+        if value is ENOVAL:
+            return self._reset(key, None, update)
+        self._reset(key, value, update)
+        return value
+
+    def memoize(
+        self,
+        name: str | None = None,
+        typed: bool = False,
+        expire: float | None = None,
+        tag: str | int | float | bytes | None = None,
+        ignore: Collection[int | str] = (),
+    ) -> Callable[[Callable[P, R]], Memoized[P, R]]:
+        """Decorator caching a function's results by its arguments.
+
+        :param name: key prefix (default: the function's ``module.qualname``)
+        :param typed: cache arguments of different types separately (``f(3)``, ``f(3.0)``)
+        :param expire: seconds until a result expires (default: never; 0 or less: do not
+            store results, only look them up)
+        :param tag: tag stored with each result
+        :param ignore: positions and keyword names left out of the key
+        :return: a decorator; the wrapped function has ``__cache_key__(*args, **kwargs)``
+        :raises TypeError: if used without parentheses (``@cache.memoize``)
+        """
+        if callable(name):
+            raise TypeError("name cannot be callable")
+
+        def decorator(func: Callable[P, R]) -> Memoized[P, R]:
+            base = (full_name(func),) if name is None else (name,)
+
+            def cache_key(*args: P.args, **kwargs: P.kwargs) -> tuple[Any, ...]:
+                return args_to_key(base, args, kwargs, typed, ignore)
+
+            @functools.wraps(func)
+            def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+                key = memoized.__cache_key__(*args, **kwargs)
+                result = self.get(key, default=ENOVAL, retry=True)
+                if result is ENOVAL:
+                    result = func(*args, **kwargs)
+                    if expire is None or expire > 0:
+                        self.set(key, result, expire, tag=tag, retry=True)
+                return cast(R, result)
+
+            wrapper.__cache_key__ = cache_key  # type: ignore[attr-defined]
+            memoized = cast(Memoized[P, R], wrapper)
+            return memoized
+
+        return decorator

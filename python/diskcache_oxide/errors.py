@@ -1,0 +1,74 @@
+"""Exceptions and warnings raised by diskcache_oxide.
+
+Every exception the package defines derives from :class:`CacheError`. The binding
+(``diskcache_oxide._core``) imports these classes and raises them for engine errors
+(see docs/decisions/D-008-binding-and-python-layer.md).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CacheError",
+    "CorruptValueError",
+    "DatabaseError",
+    "DecodeError",
+    "EmptyDirWarning",
+    "FormatVersionError",
+    "NotACacheError",
+    "Timeout",
+    "UnknownFileWarning",
+    "UnknownTypeError",
+    "UnsafeValueError",
+    "UnsupportedTypeError",
+]
+
+
+class CacheError(Exception):
+    """Base class of every diskcache_oxide exception."""
+
+
+class Timeout(CacheError):
+    """The cache database stayed locked by another connection past the handle's timeout.
+
+    Raised by calls made with ``retry=False`` (the default), as python-diskcache does.
+    """
+
+
+class DecodeError(CacheError):
+    """A stored value (or key) could not be turned back into a Python object."""
+
+
+class CorruptValueError(DecodeError):
+    """Stored bytes failed their checksum or are not valid in the safe format."""
+
+
+class UnsafeValueError(DecodeError):
+    """The stored value is a pickle and the handle was opened with ``pickle=False``."""
+
+
+class UnknownTypeError(DecodeError):
+    """The stored value names a custom type this process has not registered."""
+
+
+class UnsupportedTypeError(CacheError, TypeError):
+    """The safe format cannot express an object of this type (and pickling is off)."""
+
+
+class FormatVersionError(CacheError):
+    """The directory was written by a newer format than this build reads."""
+
+
+class NotACacheError(CacheError):
+    """The directory holds something that is not a diskcache_oxide cache."""
+
+
+class DatabaseError(CacheError):
+    """SQLite failed for a reason other than a lock timeout (a full disk, damage, ...)."""
+
+
+class UnknownFileWarning(UserWarning):
+    """Issued by :meth:`Cache.check` for a file the cache does not know."""
+
+
+class EmptyDirWarning(UserWarning):
+    """Issued by :meth:`Cache.check` for an empty directory inside the cache."""
