@@ -451,6 +451,12 @@ impl Cache {
         &self,
         value: ValueRef<'a>,
     ) -> Result<(Prepared<'a>, Option<(String, DirLock)>)> {
+        if matches!(value, ValueRef::Float(f) if f.is_nan()) {
+            // SQLite stores a NaN REAL as NULL; encode it (set_value does) instead.
+            return Err(Error::invalid(
+                "value: a NaN float cannot take the native float path; store it as an encoded value",
+            ));
+        }
         let payload = value.payload();
         let bytes = payload.bytes();
         let crc = checksum(bytes);
@@ -844,7 +850,7 @@ impl Cache {
         let encoded;
         let v = match value {
             Value::Int(i) => ValueRef::Int(*i),
-            Value::Float(f) => ValueRef::Float(*f),
+            Value::Float(f) if !f.is_nan() => ValueRef::Float(*f),
             Value::Str(s) => ValueRef::Str(s),
             Value::Bytes(b) => ValueRef::Bytes(b),
             other => {
@@ -1598,9 +1604,14 @@ CREATE UNIQUE INDEX jobs_dedupe ON jobs (queue, dedupe) WHERE dedupe IS NOT NULL
 /// Create or validate the database and reconcile settings. Runs under the exclusive directory
 /// lock. Returns the settings in force.
 fn init_database(db: &Connection, overrides: &[(String, SettingValue)]) -> Result<Settings> {
-    let version: i64 = db
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .ctx("reading the format version")?;
+    let version: i64 = db.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| match &e {
+        rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::NotADatabase => Error::NotACache(
+            "the cache database (cache.db) is not an SQLite database: its header is damaged or it is another \
+             kind of file; move it aside or open a new directory"
+                .into(),
+        ),
+        _ => sql_error("reading the format version", e),
+    })?;
     let app_id: i64 = db
         .query_row("PRAGMA application_id", [], |r| r.get(0))
         .ctx("reading the format version")?;

@@ -516,3 +516,35 @@ fn a_held_write_lock_times_out_other_writers() {
     holder.end(true).unwrap();
     waiter.set(&"k".into(), ValueRef::Int(1), &opts()).unwrap();
 }
+
+#[test]
+fn a_damaged_database_header_is_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(open(dir.path()));
+    let db = dir.path().join("cache.db");
+    let mut bytes = std::fs::read(&db).unwrap();
+    bytes[..16].copy_from_slice(b"not a database!!");
+    std::fs::write(&db, bytes).unwrap();
+    let _ = std::fs::remove_file(dir.path().join("cache.db-wal"));
+    let _ = std::fs::remove_file(dir.path().join("cache.db-shm"));
+    match Cache::open(dir.path(), OpenOptions::default()) {
+        Err(Error::NotACache(m)) => assert!(m.contains("not an SQLite database"), "{m}"),
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("opened a damaged database"),
+    }
+}
+
+#[test]
+fn nan_floats_round_trip_through_set_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = open(dir.path());
+    assert!(cache
+        .set(&"n".into(), ValueRef::Float(f64::NAN), &opts())
+        .is_err());
+    let nan = diskcache_oxide_engine::value::Value::Float(f64::NAN);
+    cache.set_value(&"n".into(), &nan, &opts()).unwrap();
+    match cache.get_value(&"n".into()).unwrap() {
+        Some(diskcache_oxide_engine::value::Value::Float(f)) => assert!(f.is_nan()),
+        other => panic!("{other:?}"),
+    }
+}
