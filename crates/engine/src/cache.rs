@@ -733,6 +733,49 @@ impl Cache {
         })
     }
 
+    /// A page of the str keys that start with `prefix`, in key order, strictly after `after`.
+    /// An indexed range scan: `[prefix, prefix with its last byte incremented)`.
+    pub fn keys_prefixed(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        reverse: bool,
+        limit: usize,
+    ) -> Result<Vec<Key>> {
+        let lo = prefix.as_bytes().to_vec();
+        let mut hi = lo.clone();
+        // The smallest byte string above every string starting with `prefix`.
+        while let Some(last) = hi.pop() {
+            if last < 0xff {
+                hi.push(last + 1);
+                break;
+            }
+        }
+        let unbounded = hi.is_empty();
+        let (cmp, order) = if reverse { ("<", "DESC") } else { (">", "ASC") };
+        let sql = format!(
+            "SELECT key FROM cache WHERE raw = 1 AND key >= ?1 AND (?2 OR key < ?3) AND (?4 IS NULL OR key {cmp} ?4) \
+             AND typeof(key) = 'text' ORDER BY key {order} LIMIT ?5"
+        );
+        self.read(|db| {
+            let mut stmt = db.prepare_cached(&sql).ctx("listing keys")?;
+            let rows = stmt
+                .query_map(
+                    params![
+                        ToSqlOutput::Borrowed(Sql::Text(&lo)),
+                        unbounded,
+                        ToSqlOutput::Borrowed(Sql::Text(&hi)),
+                        after,
+                        limit as i64
+                    ],
+                    |r| Ok(key_from(r.get_ref(0)?, RAW_NATIVE)),
+                )
+                .and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>())
+                .ctx("listing keys")?;
+            rows.into_iter().collect()
+        })
+    }
+
     /// A page of keys in key order, strictly after `after` (or from the start). Expired keys included.
     pub fn keys_sorted(
         &self,

@@ -365,6 +365,18 @@ impl Cache {
         Ok(rows.into_iter().map(|r| self.job_info_from(r)).collect())
     }
 
+    /// Send a leased job straight to the dead-letter list (its value can never be read, say).
+    /// False if this attempt no longer holds the lease.
+    pub fn job_bury(&self, id: i64, attempt: u32, error: &str) -> Result<bool> {
+        self.write(None, |db, _| {
+            let n = db
+                .prepare_cached("UPDATE jobs SET state = 2, due = ?3, error = ?4 WHERE id = ?1 AND state = 1 AND attempts = ?2")
+                .and_then(|mut st| st.execute(params![id, attempt, now(), error]))
+                .ctx("burying a job")?;
+            Ok(n > 0)
+        })
+    }
+
     /// Put a dead job back in its queue with its attempts reset. False if it is not dead.
     pub fn job_requeue(&self, id: i64, delay: f64) -> Result<bool> {
         check_seconds("delay", delay)?;

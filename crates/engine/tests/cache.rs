@@ -548,3 +548,40 @@ fn nan_floats_round_trip_through_set_value() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn prefixed_key_scans_see_only_their_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = open(dir.path());
+    for k in [
+        "running:a",
+        "running:b",
+        "running;",
+        "runnin",
+        "transcode-1",
+        "running:\u{10FFFF}",
+    ] {
+        cache.set(&k.into(), ValueRef::Int(0), &opts()).unwrap();
+    }
+    cache
+        .set(&Key::from(&b"running:c"[..]), ValueRef::Int(0), &opts())
+        .unwrap();
+    let keys = cache.keys_prefixed("running:", None, false, 100).unwrap();
+    assert_eq!(
+        keys,
+        vec![
+            Key::from("running:a"),
+            Key::from("running:b"),
+            Key::from("running:\u{10FFFF}")
+        ]
+    );
+    let page = cache
+        .keys_prefixed("running:", Some("running:a"), false, 1)
+        .unwrap();
+    assert_eq!(page, vec![Key::from("running:b")]);
+    let back = cache
+        .keys_prefixed("running:", Some("running:b"), true, 10)
+        .unwrap();
+    assert_eq!(back, vec![Key::from("running:a")]);
+    assert_eq!(cache.keys_prefixed("", None, false, 100).unwrap().len(), 6);
+}

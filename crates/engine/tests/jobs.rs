@@ -256,3 +256,12 @@ fn threads_take_each_job_once() {
     seen.sort();
     assert_eq!(seen, values);
 }
+
+#[test]
+fn burying_sends_a_job_to_the_dead_letter_list_at_once() {
+    let (_d, cache) = open();
+    let id = put(&cache, "q", 1);
+    let j = cache.job_take(&["q"], 30.0, 1).unwrap().remove(0);
+    assert!(cache.job_bury(j.id, j.attempts, "unreadable").unwrap());
+    assert_eq!(cache.job_dead("q", 0, 10).unwrap()[0].id, id);
+}
