@@ -319,39 +319,44 @@ impl Cache {
         };
         let result = self.with_conn(|c| {
             let top = c.depth == 0;
-            c.db.execute_batch(if top {
-                "BEGIN IMMEDIATE"
-            } else {
-                "SAVEPOINT op"
-            })
+            run(
+                &c.db,
+                if top {
+                    "BEGIN IMMEDIATE"
+                } else {
+                    "SAVEPOINT op"
+                },
+            )
             .map_err(|e| sql_error("starting a write", e))?;
             // Holding the write lock now: a concurrent check(fix=True) sees our row before our file.
             drop(dir_lock);
             let mut unlink = Vec::new();
             match f(&c.db, &mut unlink) {
-                Ok(v) if top => match c.db.execute_batch("COMMIT") {
+                Ok(v) if top => match run(&c.db, "COMMIT") {
                     Ok(()) => {
                         unlink.iter().for_each(|n| self.inner.files.remove(n));
                         Ok(v)
                     }
                     Err(e) => {
-                        let _ = c.db.execute_batch("ROLLBACK");
+                        let _ = run(&c.db, "ROLLBACK");
                         Err(sql_error("committing a write", e))
                     }
                 },
                 Ok(v) => {
-                    c.db.execute_batch("RELEASE op")
-                        .ctx("ending a write inside a transaction")?;
+                    run(&c.db, "RELEASE op").ctx("ending a write inside a transaction")?;
                     c.unlink_on_commit.append(&mut unlink);
                     c.unlink_on_rollback.extend(new_name.iter().cloned());
                     Ok(v)
                 }
                 Err(e) => {
-                    let _ = c.db.execute_batch(if top {
-                        "ROLLBACK"
-                    } else {
-                        "ROLLBACK TO op; RELEASE op"
-                    });
+                    let _ = run(
+                        &c.db,
+                        if top {
+                            "ROLLBACK"
+                        } else {
+                            "ROLLBACK TO op; RELEASE op"
+                        },
+                    );
                     Err(e)
                 }
             }
@@ -368,7 +373,7 @@ impl Cache {
     pub fn begin(&self) -> Result<()> {
         self.with_conn(|c| {
             if c.depth == 0 {
-                c.db.execute_batch("BEGIN IMMEDIATE")
+                run(&c.db, "BEGIN IMMEDIATE")
                     .map_err(|e| sql_error("starting a transaction", e))?;
             }
             c.depth += 1;
@@ -389,17 +394,13 @@ impl Cache {
                 return Ok(());
             }
             let files = &self.inner.files;
-            let committed = if commit {
-                c.db.execute_batch("COMMIT")
-            } else {
-                Ok(())
-            };
+            let committed = if commit { run(&c.db, "COMMIT") } else { Ok(()) };
             if commit && committed.is_ok() {
                 c.unlink_on_commit.drain(..).for_each(|n| files.remove(&n));
                 c.unlink_on_rollback.clear();
                 return Ok(());
             }
-            let rolled_back = c.db.execute_batch("ROLLBACK");
+            let rolled_back = run(&c.db, "ROLLBACK");
             c.unlink_on_rollback
                 .drain(..)
                 .for_each(|n| files.remove(&n));
@@ -435,7 +436,7 @@ impl Cache {
             if let Ok(mut slot) = cell.try_borrow_mut() {
                 if let Some(c) = slot.as_mut() {
                     if c.depth > 0 {
-                        let _ = c.db.execute_batch("ROLLBACK");
+                        let _ = run(&c.db, "ROLLBACK");
                     }
                 }
                 *slot = None;
@@ -663,7 +664,7 @@ impl Cache {
         self.with_conn(|c| {
             let top = c.depth == 0;
             if top {
-                c.db.execute_batch("BEGIN").ctx("starting a read")?;
+                run(&c.db, "BEGIN").ctx("starting a read")?;
             }
             let result = (|| {
                 let now = now();
@@ -691,7 +692,7 @@ impl Cache {
                 Ok(out)
             })();
             if top {
-                let _ = c.db.execute_batch("COMMIT");
+                let _ = run(&c.db, "COMMIT");
             }
             result
         })
@@ -2081,6 +2082,15 @@ fn delete_live(
 /// python-diskcache's peekitem treats an entry as expired only once `expire_time < now`.
 fn live_or_equal(expire_time: Option<f64>, now: f64) -> bool {
     expire_time.is_none_or(|t| t >= now)
+}
+
+/// Run a parameterless statement through the statement cache: BEGIN and COMMIT run on every
+/// write, and parsing them each time showed up in profiles.
+fn run(db: &Connection, sql: &str) -> rusqlite::Result<()> {
+    if sql.contains(';') {
+        return db.execute_batch(sql);
+    }
+    db.prepare_cached(sql)?.raw_execute().map(drop)
 }
 
 pub(crate) fn apply_delta(db: &Connection, d: &Delta) -> Result<()> {
