@@ -1,0 +1,79 @@
+"""Fixtures for the diskcache_oxide test suite.
+
+Runs against ``diskcache_oxide`` (build it first: ``make build``). With
+``DCO_TEST_REFERENCE=1`` the API tests run against python-diskcache 5.6.3 instead,
+which checks that they describe the reference's behaviour; tests marked ``oxide``
+(the safe value format, batch calls, ...) are skipped then.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import support  # noqa: E402
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "oxide: uses what only diskcache_oxide has (skipped against the reference)"
+    )
+    config.addinivalue_line("markers", "slow: spawns processes or runs many examples")
+    if not support.REFERENCE_MODE:
+        try:
+            import diskcache_oxide  # noqa: F401
+        except ImportError as exc:
+            raise pytest.UsageError(
+                f"diskcache_oxide is not importable ({exc}); run `make build` first, or set "
+                "DCO_TEST_REFERENCE=1 to run the API tests against python-diskcache"
+            ) from None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not support.REFERENCE_MODE:
+        return
+    skip = pytest.mark.skip(reason="diskcache_oxide only (DCO_TEST_REFERENCE=1)")
+    for item in items:
+        if "oxide" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def dc() -> Any:
+    """The module under test (diskcache_oxide, or diskcache in reference mode)."""
+    return support.impl()
+
+
+@pytest.fixture(scope="session")
+def ref() -> Any:
+    """python-diskcache 5.6.3."""
+    return support.reference()
+
+
+@pytest.fixture
+def make_cache(dc: Any, tmp_path: Any) -> Iterator[Callable[..., Any]]:
+    """Factory: ``make_cache(name='c', **settings)`` opens a cache in a fresh sub-directory."""
+    opened: list[Any] = []
+
+    def factory(name: str = "cache", **kwargs: Any) -> Any:
+        cache = dc.Cache(str(tmp_path / name), **kwargs)
+        opened.append(cache)
+        return cache
+
+    yield factory
+    for cache in opened:
+        try:
+            cache.close()
+        except Exception:
+            pass
+
+
+@pytest.fixture
+def cache(make_cache: Callable[..., Any]) -> Any:
+    return make_cache()

@@ -1,0 +1,172 @@
+"""Many real processes on one cache directory (multiprocessing with 'spawn', and fork)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+
+import pytest
+import support
+
+pytestmark = pytest.mark.slow
+
+SPAWN = multiprocessing.get_context("spawn")
+
+
+def run_all(pool_args, target, timeout=180):
+    """Run ``target(*args)`` in one spawned process per args; return the results in order."""
+    with SPAWN.Pool(len(pool_args)) as pool:
+        pending = [pool.apply_async(target, args) for args in pool_args]
+        deadline = time.monotonic() + timeout
+        results = [p.get(timeout=max(1.0, deadline - time.monotonic())) for p in pending]
+    return results
+
+
+def test_four_processes_incr_one_key(tmp_path, dc):
+    directory = str(tmp_path / "incr")
+    dc.Cache(directory).close()
+    manager = SPAWN.Manager()
+    try:
+        barrier = manager.Barrier(4)
+        results = run_all(
+            [(support.IMPL_NAME, directory, "counter", 1000, barrier) for _ in range(4)],
+            support.worker_incr,
+        )
+    finally:
+        manager.shutdown()
+    assert all(1 <= r <= 4000 for r in results)
+    assert max(results) == 4000
+    cache = dc.Cache(directory)
+    assert cache["counter"] == 4000
+    cache.close()
+
+
+def test_concurrent_large_and_small_values_are_never_torn(tmp_path, dc):
+    directory = str(tmp_path / "torn")
+    keys = ["k0", "k1"]
+    seeder = dc.Cache(directory)
+    for i, key in enumerate(keys):
+        seeder[key] = support.payload(i, 10)
+    seeder.close()
+    manager = SPAWN.Manager()
+    try:
+        barrier = manager.Barrier(4)
+        args = [
+            ("w", (support.IMPL_NAME, directory, keys, 300, 1, barrier)),
+            ("w", (support.IMPL_NAME, directory, keys, 300, 2, barrier)),
+            ("r", (support.IMPL_NAME, directory, keys, 1500, barrier)),
+            ("r", (support.IMPL_NAME, directory, keys, 1500, barrier)),
+        ]
+        with SPAWN.Pool(4) as pool:
+            pending = [
+                pool.apply_async(support.worker_writer if kind == "w" else support.worker_reader, a)
+                for kind, a in args
+            ]
+            results = [p.get(timeout=240) for p in pending]
+    finally:
+        manager.shutdown()
+    assert results[0] == 300 and results[1] == 300
+    for seen, misses, problems in results[2:]:
+        assert problems == [], problems
+        assert seen > 0
+        if not support.REFERENCE_MODE:
+            # The keys always exist, so a miss means a read lost a race with a writer replacing
+            # the value file (python-diskcache returns the default then; diskcache_oxide must not).
+            assert misses == 0, f"{misses} spurious misses out of {seen + misses} reads"
+    cache = dc.Cache(directory)
+    for key in keys:
+        assert support.check_payload(cache[key]) is None
+    assert list(cache.check()) == []
+    cache.close()
+
+
+def test_sixteen_processes_open_a_fresh_directory_at_once(tmp_path, dc):
+    directory = str(tmp_path / "fresh" / "cache")  # does not exist yet
+    manager = SPAWN.Manager()
+    try:
+        barrier = manager.Barrier(16)
+        results = run_all(
+            [(support.IMPL_NAME, directory, i, barrier) for i in range(16)],
+            support.worker_open_at_once,
+            timeout=240,
+        )
+    finally:
+        manager.shutdown()
+    assert results == [("ok", i) for i in range(16)]
+    cache = dc.Cache(directory)
+    assert sorted(cache[f"opener-{i}"] for i in range(16)) == list(range(16))
+    assert len(cache) == 16
+    cache.close()
+
+
+def test_processes_doing_random_work_leave_a_consistent_cache(tmp_path, dc):
+    directory = str(tmp_path / "random")
+    dc.Cache(directory).close()
+    steps = 400
+    manager = SPAWN.Manager()
+    try:
+        barrier = manager.Barrier(4)
+        results = run_all(
+            [(support.IMPL_NAME, directory, i, steps, 1000 + i, barrier) for i in range(4)],
+            support.worker_random_ops,
+            timeout=240,
+        )
+    finally:
+        manager.shutdown()
+    cache = dc.Cache(directory)
+    try:
+        expected = {k: v for model, _ in results for k, v in model.items()}
+        actual = {k: cache[k] for k in cache if k != "shared-total"}
+        assert actual == expected
+        assert cache.get("shared-total", 0) == sum(n for _, n in results)
+        assert len(cache) == len(expected) + ("shared-total" in cache)
+        assert list(cache.check()) == []
+        assert len(support.value_files(cache.directory)) == sum(
+            1 for v in expected.values() if isinstance(v, bytes) and len(v) >= 32768
+        )
+    finally:
+        cache.close()
+
+
+def test_handle_passed_to_spawned_processes(cache):
+    cache["from-parent"] = {"nested": ("value", 1)}
+    results = run_all([(cache, 100) for _ in range(3)], support.worker_use_pickled_handle)
+    assert results == [{"nested": ("value", 1)}] * 3
+    assert cache["via-handle"] == 300
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_handle_used_after_fork(cache):
+    cache["before"] = 1
+    cache.incr("n")
+    assert cache["before"] == 1  # the parent has an open connection now
+    pid = os.fork()
+    if pid == 0:  # child: must not return into pytest
+        code = 1
+        try:
+            ok = cache["before"] == 1
+            cache["child"] = "hello from the child"
+            ok = ok and cache.incr("n") == 2
+            ok = ok and cache.get("child") == "hello from the child"
+            code = 0 if ok else 2
+        except BaseException:
+            code = 3
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 60
+    status = None
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.02)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child hung")
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    # and the parent's handle still works, and sees the child's writes
+    assert cache["child"] == "hello from the child"
+    assert cache.incr("n") == 3

@@ -1,0 +1,23 @@
+"""The README's quickstart runs as written (in a temporary directory)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.oxide
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_quickstart_runs(tmp_path, capsys):
+    text = README.read_text(encoding="utf-8")
+    match = re.search(r"## Quickstart.*?```python\n(.*?)```", text, re.S)
+    assert match, "README.md has no python code block under 'Quickstart'"
+    code = match.group(1).replace('"/tmp/my-cache"', repr(str(tmp_path / "my-cache")))
+    exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+    out = capsys.readouterr().out
+    assert "('python', 'rust')" in out
+    assert "[1, 2, None]" in out
