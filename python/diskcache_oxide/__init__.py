@@ -1,7 +1,9 @@
-"""diskcache_oxide: a disk-backed cache for Python with a Rust engine.
+"""diskcache_oxide: a disk-backed cache and work queue for Python with a Rust engine.
 
 A safe, faster drop-in for python-diskcache 5.6.3's ``Cache``: the same API, with values
 stored in a language-neutral format instead of pickles (``pickle=True`` opts back in).
+``Cache.push``/``pull`` make a queue on the cache's keys; :class:`JobQueue` adds leased jobs
+that survive a worker's crash.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from .errors import (
     UnsafeValueError,
     UnsupportedTypeError,
 )
+from .jobs import Job, JobCounts, JobInfo, JobQueue, Swept
 from .registry import register_type, registered_types, unregister_type
 
 __all__ = [
@@ -37,7 +40,12 @@ __all__ = [
     "DecodeError",
     "EmptyDirWarning",
     "FormatVersionError",
+    "Job",
+    "JobCounts",
+    "JobInfo",
+    "JobQueue",
     "NotACacheError",
+    "Swept",
     "Timeout",
     "UnknownFileWarning",
     "UnknownTypeError",

@@ -10,6 +10,26 @@ __all__ = ["CacheCore", "KeyIterator", "set_registry", "__version__"]
 __version__: str
 
 _Tag = str | int | float | bytes | None
+_Side = Literal["front", "back"]
+
+# A taken job: (id, queue, attempts, max_attempts, lease_deadline, created, error, value,
+# problem); `problem` is the exception decoding the value raised, or None.
+_TakenRow = tuple[int, str, int, int, float, float, str | None, Any, BaseException | None]
+# A job's record: (id, queue, state, due, attempts, max_attempts, created, error, unique,
+# value, problem).
+_InfoRow = tuple[
+    int,
+    str,
+    Literal["ready", "leased", "dead"],
+    float,
+    int,
+    int,
+    float,
+    str | None,
+    str | None,
+    Any,
+    BaseException | None,
+]
 
 def set_registry(
     by_type: dict[type, tuple[str, Any]], by_name: dict[str, tuple[type, Any]]
@@ -140,4 +160,76 @@ class CacheCore:
     def __len__(self) -> int: ...
     def __iter__(self) -> Iterator[Any]: ...
     def __reversed__(self) -> Iterator[Any]: ...
-    def iterkeys(self, reverse: bool = False) -> Iterator[Any]: ...
+    def iterkeys(self, reverse: bool = False, prefix: str | None = None) -> Iterator[Any]: ...
+    # ---- queue ----
+    def push(
+        self,
+        value: Any,
+        prefix: str | None = None,
+        side: _Side = "back",
+        expire: float | None = None,
+        read: bool = False,
+        tag: _Tag = None,
+        retry: bool = False,
+    ) -> Any: ...
+    def push_many(
+        self,
+        values: Iterable[Any],
+        prefix: str | None = None,
+        side: _Side = "back",
+        expire: float | None = None,
+        tag: _Tag = None,
+        retry: bool = False,
+    ) -> list[Any]: ...
+    def pull(
+        self,
+        prefix: str | None = None,
+        default: Any = (None, None),
+        side: _Side = "front",
+        expire_time: bool = False,
+        tag: bool = False,
+        retry: bool = False,
+        timeout: float | None = None,
+    ) -> Any: ...
+    def pull_many(
+        self,
+        n: int,
+        prefix: str | None = None,
+        side: _Side = "front",
+        expire_time: bool = False,
+        tag: bool = False,
+        retry: bool = False,
+        timeout: float | None = None,
+    ) -> list[Any]: ...
+    def peek(
+        self,
+        prefix: str | None = None,
+        default: Any = (None, None),
+        side: _Side = "front",
+        expire_time: bool = False,
+        tag: bool = False,
+        retry: bool = False,
+    ) -> Any: ...
+    # ---- leased jobs (used by diskcache_oxide.jobs) ----
+    def _job_put(
+        self, queue: str, value: Any, delay: float, unique: str | None, max_attempts: int
+    ) -> int: ...
+    def _job_put_many(
+        self, queue: str, values: Iterable[Any], delay: float, max_attempts: int
+    ) -> list[int]: ...
+    def _job_take(
+        self, queues: list[str], lease: float, n: int, timeout: float | None = None
+    ) -> list[_TakenRow]: ...
+    def _job_finish(self, id: int, attempt: int) -> bool: ...
+    def _job_fail(
+        self, id: int, attempt: int, error: str, retry_in: float
+    ) -> Literal["ready", "dead"] | None: ...
+    def _job_extend(self, id: int, attempt: int, lease: float) -> float | None: ...
+    def _job_release(self, id: int, attempt: int, delay: float) -> bool: ...
+    def _job_bury(self, id: int, attempt: int, error: str) -> bool: ...
+    def _job_sweep(self, queue: str | None = None) -> tuple[int, int]: ...
+    def _job_counts(self, queue: str) -> tuple[int, int, int, int]: ...
+    def _job_info(self, id: int) -> _InfoRow | None: ...
+    def _job_dead(self, queue: str, after: int, limit: int) -> list[_InfoRow]: ...
+    def _job_requeue(self, id: int, delay: float) -> bool: ...
+    def _job_delete(self, id: int) -> bool: ...

@@ -175,6 +175,11 @@ class Cache(_core.CacheCore):
         :class:`~diskcache_oxide.DecodeError` for a value that cannot be read; ``'miss'``
         logs it and treats the key as missing in ``get``-style reads
     :param settings: any of :data:`DEFAULT_SETTINGS`
+
+    ``push``/``pull``/``peek`` (and ``push_many``/``pull_many``) use a range of keys as a
+    queue shared by every process that opens the directory; ``pull(timeout=...)`` waits for
+    an item with the GIL released. Open a queue's cache with ``eviction_policy='none'``. For
+    jobs that must survive a worker's crash, see :class:`~diskcache_oxide.JobQueue`.
     """
 
     def __init__(

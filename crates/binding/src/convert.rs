@@ -759,14 +759,21 @@ pub(crate) fn fetched_to_py(
         Fetched::Bytes(b) => PyBytes::new(py, &b).into_any(),
         Fetched::Value(Ok(v)) => from_value(py, v, 0)?,
         Fetched::Value(Err(m)) => return Err(corrupt(py, "value", &m)),
-        Fetched::Pickled(b) => {
-            if !pickle {
-                return Err(Exc::UnsafeValue.err(py, UNSAFE_VALUE));
-            }
-            pyobj::pickle_loads(py)?.call1((PyBytes::new(py, &b),))?
-        }
+        Fetched::Pickled(b) => unpickle(py, &b, pickle)?,
         Fetched::File(path) => pyobj::open_value_file(py)?.call1((path,))?,
     })
+}
+
+/// A pickled value: loaded only on a `pickle=True` handle, `UnsafeValueError` otherwise.
+pub(crate) fn unpickle<'py>(
+    py: Python<'py>,
+    bytes: &[u8],
+    pickle: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    if !pickle {
+        return Err(Exc::UnsafeValue.err(py, UNSAFE_VALUE));
+    }
+    pyobj::pickle_loads(py)?.call1((PyBytes::new(py, bytes),))
 }
 
 const UNSAFE_VALUE: &str = "this value is a pickle and the cache was opened with pickle=False, so \

@@ -11,30 +11,32 @@ use crate::convert::{
 };
 use crate::errors::{Exc, IntoPy};
 use crate::iter::KeyIterator;
-use crate::pyobj;
+use crate::queue::{self, CountArg, PrefixArg, SideArg, WaitArg};
 use crate::reader::PyReader;
+use crate::{jobs, pyobj};
 use diskcache_oxide_engine::{
-    Cache, Error, Incr, Key, OpenOptions, Scalar, SettingValue, ValueRef, WriteOptions,
+    Cache, Error, Incr, JobOptions, JobState, Key, OpenOptions, Scalar, SettingValue, Side,
+    ValueRef, WriteOptions,
 };
 use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyInt, PyList, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyInt, PyList, PyTuple};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// What `_open` sets once; read by every call.
-struct Handle {
-    cache: Arc<Cache>,
-    directory: String,
+pub(crate) struct Handle {
+    pub(crate) cache: Arc<Cache>,
+    pub(crate) directory: String,
     timeout: f64,
-    pickle: bool,
+    pub(crate) pickle: bool,
     /// `on_decode_error='miss'`.
-    miss: bool,
+    pub(crate) miss: bool,
 }
 
 impl Handle {
-    fn ctx(&self) -> Ctx<'_> {
+    pub(crate) fn ctx(&self) -> Ctx<'_> {
         Ctx {
             pickle: self.pickle,
             cache: &self.cache,
@@ -48,7 +50,7 @@ type Hit<'py> = (Bound<'py, PyAny>, Option<f64>, Option<Scalar>);
 
 /// Run an engine call with the GIL released; with `retry`, run it again after each
 /// `Error::Timeout` (python-diskcache's `retry=True`), checking for Ctrl-C in between.
-fn run<T, F>(py: Python<'_>, retry: bool, f: F) -> PyResult<T>
+pub(crate) fn run<T, F>(py: Python<'_>, retry: bool, f: F) -> PyResult<T>
 where
     F: Fn() -> Result<T, Error> + Sync,
     T: Send,
@@ -1017,9 +1019,359 @@ impl CacheCore {
         KeyIterator::by_rowid(py, h.cache.clone(), h.pickle, false)
     }
 
-    #[pyo3(signature = (reverse=Flag(false)), text_signature = "(self, reverse=False)")]
-    fn iterkeys(&self, reverse: Flag) -> PyResult<KeyIterator> {
+    /// Keys in sorted order; with `prefix`, only the str keys that start with it (an indexed
+    /// range scan, read in pages of 100, so deleting while iterating is safe).
+    #[pyo3(signature = (reverse=Flag(false), prefix=PrefixArg(None)), text_signature = "(self, reverse=False, prefix=None)")]
+    fn iterkeys(&self, reverse: Flag, prefix: PrefixArg) -> PyResult<KeyIterator> {
         let h = self.h()?;
-        Ok(KeyIterator::sorted(h.cache.clone(), h.pickle, reverse.0))
+        Ok(match prefix.0 {
+            None => KeyIterator::sorted(h.cache.clone(), h.pickle, reverse.0),
+            Some(p) => KeyIterator::prefixed(h.cache.clone(), h.pickle, p, reverse.0),
+        })
     }
+
+    // ---- queue (D-012, D-054, D-057) -------------------------------------------------------
+
+    /// Push `value` onto the queue named `prefix` (int keys without one) at `side`; returns
+    /// its key. `read=True` takes a binary file and stores its bytes.
+    #[pyo3(signature = (value, prefix=PrefixArg(None), side=SideArg(Side::Back), expire=None, read=Flag(false), tag=None, retry=Flag(false)), text_signature = "(self, value, prefix=None, side='back', expire=None, read=False, tag=None, retry=False)")]
+    #[allow(clippy::too_many_arguments)]
+    fn push<'py>(
+        &self,
+        py: Python<'py>,
+        value: &Bound<'py, PyAny>,
+        prefix: PrefixArg,
+        side: SideArg,
+        expire: Option<f64>,
+        read: Flag,
+        tag: Option<&Bound<'py, PyAny>>,
+        retry: Flag,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let h = self.h()?;
+        let options = WriteOptions {
+            expire,
+            tag: tag_from_py(tag)?,
+        };
+        let cache = &*h.cache;
+        let prefix = prefix.0.as_deref();
+        let key = if read.0 {
+            // The engine streams set(..., read=True) into a value file (set_from_reader) but
+            // has no push_from_reader: a pushed file is read into memory here and pushed as
+            // bytes (which the engine still writes to a value file when it is large).
+            let data = read_whole_file(py, value)?;
+            let v = ValueRef::Bytes(data.as_bytes());
+            run(py, retry.0, || cache.push(prefix, v, side.0, &options))?
+        } else {
+            let prepared = prepare_value(py, value, &h.ctx())?;
+            let v = prepared.as_ref();
+            run(py, retry.0, || cache.push(prefix, v, side.0, &options))?
+        };
+        key_to_py(py, key, h.pickle)
+    }
+
+    /// Push several values in one transaction, in order; returns their keys.
+    #[pyo3(signature = (values, prefix=PrefixArg(None), side=SideArg(Side::Back), expire=None, tag=None, retry=Flag(false)), text_signature = "(self, values, prefix=None, side='back', expire=None, tag=None, retry=False)")]
+    #[allow(clippy::too_many_arguments)]
+    fn push_many<'py>(
+        &self,
+        py: Python<'py>,
+        values: &Bound<'py, PyAny>,
+        prefix: PrefixArg,
+        side: SideArg,
+        expire: Option<f64>,
+        tag: Option<&Bound<'py, PyAny>>,
+        retry: Flag,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let h = self.h()?;
+        let options = WriteOptions {
+            expire,
+            tag: tag_from_py(tag)?,
+        };
+        let objs: Vec<Bound<'py, PyAny>> = values.try_iter()?.collect::<PyResult<_>>()?;
+        let ctx = h.ctx();
+        let prepared = objs
+            .iter()
+            .map(|v| prepare_value(py, v, &ctx))
+            .collect::<PyResult<Vec<Prepared<'_, '_>>>>()?;
+        let refs: Vec<ValueRef<'_>> = prepared.iter().map(Prepared::as_ref).collect();
+        let cache = &*h.cache;
+        let prefix = prefix.0.as_deref();
+        let keys = run(py, retry.0, || {
+            cache.push_many(prefix, &refs, side.0, &options)
+        })?;
+        let out = PyList::empty(py);
+        for key in keys {
+            out.append(key_to_py(py, key, h.pickle)?)?;
+        }
+        Ok(out)
+    }
+
+    /// Take the item at `side` of the queue: `(key, value)`, or `default` when it is empty;
+    /// with `timeout`, wait up to that many seconds for an item (GIL released).
+    #[pyo3(signature = (prefix=PrefixArg(None), default=PairDefault::Pair, side=SideArg(Side::Front), expire_time=Flag(false), tag=Flag(false), retry=Flag(false), timeout=WaitArg(None)), text_signature = "(self, prefix=None, default=(None, None), side='front', expire_time=False, tag=False, retry=False, timeout=None)")]
+    #[allow(clippy::too_many_arguments)]
+    fn pull<'py>(
+        &self,
+        py: Python<'py>,
+        prefix: PrefixArg,
+        default: PairDefault<'py>,
+        side: SideArg,
+        expire_time: Flag,
+        tag: Flag,
+        retry: Flag,
+        timeout: WaitArg,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let h = self.h()?;
+        let items = queue::pull(py, h, prefix.0.as_deref(), side.0, 1, timeout.0, retry.0)?;
+        match items.into_iter().next() {
+            Some(item) => shape_item(py, item, expire_time.0, tag.0),
+            None => {
+                let default = default.resolve(py)?;
+                shape_default(py, Some(&default), expire_time.0, tag.0)
+            }
+        }
+    }
+
+    /// Take up to `n` items in one transaction; with `timeout`, wait while there are none.
+    #[pyo3(signature = (n, prefix=PrefixArg(None), side=SideArg(Side::Front), expire_time=Flag(false), tag=Flag(false), retry=Flag(false), timeout=WaitArg(None)), text_signature = "(self, n, prefix=None, side='front', expire_time=False, tag=False, retry=False, timeout=None)")]
+    #[allow(clippy::too_many_arguments)]
+    fn pull_many<'py>(
+        &self,
+        py: Python<'py>,
+        n: CountArg,
+        prefix: PrefixArg,
+        side: SideArg,
+        expire_time: Flag,
+        tag: Flag,
+        retry: Flag,
+        timeout: WaitArg,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let h = self.h()?;
+        let items = queue::pull(py, h, prefix.0.as_deref(), side.0, n.0, timeout.0, retry.0)?;
+        let out = PyList::empty(py);
+        for item in items {
+            out.append(shape_item(py, item, expire_time.0, tag.0)?)?;
+        }
+        Ok(out)
+    }
+
+    /// The item at `side` of the queue, left in place: `(key, value)`, or `default`.
+    #[pyo3(signature = (prefix=PrefixArg(None), default=PairDefault::Pair, side=SideArg(Side::Front), expire_time=Flag(false), tag=Flag(false), retry=Flag(false)), text_signature = "(self, prefix=None, default=(None, None), side='front', expire_time=False, tag=False, retry=False)")]
+    #[allow(clippy::too_many_arguments)]
+    fn peek<'py>(
+        &self,
+        py: Python<'py>,
+        prefix: PrefixArg,
+        default: PairDefault<'py>,
+        side: SideArg,
+        expire_time: Flag,
+        tag: Flag,
+        retry: Flag,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let h = self.h()?;
+        match queue::peek(py, h, prefix.0.as_deref(), side.0, retry.0)? {
+            Some(item) => shape_item(py, item, expire_time.0, tag.0),
+            None => {
+                let default = default.resolve(py)?;
+                shape_default(py, Some(&default), expire_time.0, tag.0)
+            }
+        }
+    }
+
+    // ---- leased jobs (D-014, D-015); the Python layer is diskcache_oxide/jobs.py ----------
+
+    #[pyo3(signature = (queue, value, delay, unique, max_attempts))]
+    fn _job_put(
+        &self,
+        py: Python<'_>,
+        queue: &str,
+        value: &Bound<'_, PyAny>,
+        delay: f64,
+        unique: Option<String>,
+        max_attempts: u32,
+    ) -> PyResult<i64> {
+        let options = JobOptions {
+            delay,
+            unique,
+            max_attempts,
+        };
+        jobs::put(py, self.h()?, queue, value, options)
+    }
+
+    #[pyo3(signature = (queue, values, delay, max_attempts))]
+    fn _job_put_many(
+        &self,
+        py: Python<'_>,
+        queue: &str,
+        values: &Bound<'_, PyAny>,
+        delay: f64,
+        max_attempts: u32,
+    ) -> PyResult<Vec<i64>> {
+        let options = JobOptions {
+            delay,
+            unique: None,
+            max_attempts,
+        };
+        jobs::put_many(py, self.h()?, queue, values, options)
+    }
+
+    #[pyo3(signature = (queues, lease, n, timeout=WaitArg(None)))]
+    fn _job_take<'py>(
+        &self,
+        py: Python<'py>,
+        queues: Vec<String>,
+        lease: f64,
+        n: CountArg,
+        timeout: WaitArg,
+    ) -> PyResult<Bound<'py, PyList>> {
+        jobs::take(py, self.h()?, &queues, lease, n.0, timeout.0)
+    }
+
+    fn _job_finish(&self, py: Python<'_>, id: i64, attempt: u32) -> PyResult<bool> {
+        let cache = &*self.h()?.cache;
+        run(py, false, || cache.job_finish(id, attempt))
+    }
+
+    fn _job_fail(
+        &self,
+        py: Python<'_>,
+        id: i64,
+        attempt: u32,
+        error: &str,
+        retry_in: f64,
+    ) -> PyResult<Option<&'static str>> {
+        let cache = &*self.h()?.cache;
+        let state = run(py, false, || cache.job_fail(id, attempt, error, retry_in))?;
+        Ok(state.map(|s| match s {
+            JobState::Dead => "dead",
+            JobState::Leased => "leased",
+            JobState::Ready => "ready",
+        }))
+    }
+
+    fn _job_extend(
+        &self,
+        py: Python<'_>,
+        id: i64,
+        attempt: u32,
+        lease: f64,
+    ) -> PyResult<Option<f64>> {
+        let cache = &*self.h()?.cache;
+        run(py, false, || cache.job_extend(id, attempt, lease))
+    }
+
+    fn _job_release(&self, py: Python<'_>, id: i64, attempt: u32, delay: f64) -> PyResult<bool> {
+        let cache = &*self.h()?.cache;
+        run(py, false, || cache.job_release(id, attempt, delay))
+    }
+
+    fn _job_bury(&self, py: Python<'_>, id: i64, attempt: u32, error: &str) -> PyResult<bool> {
+        let cache = &*self.h()?.cache;
+        run(py, false, || cache.job_bury(id, attempt, error))
+    }
+
+    #[pyo3(signature = (queue=None))]
+    fn _job_sweep(&self, py: Python<'_>, queue: Option<&str>) -> PyResult<(u64, u64)> {
+        let cache = &*self.h()?.cache;
+        let swept = run(py, false, || cache.job_sweep(queue))?;
+        Ok((swept.requeued, swept.dead))
+    }
+
+    fn _job_counts(&self, py: Python<'_>, queue: &str) -> PyResult<(u64, u64, u64, u64)> {
+        let cache = &*self.h()?.cache;
+        let c = run(py, false, || cache.job_counts(queue))?;
+        Ok((c.ready, c.scheduled, c.leased, c.dead))
+    }
+
+    fn _job_info<'py>(&self, py: Python<'py>, id: i64) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        jobs::info(py, self.h()?, id)
+    }
+
+    fn _job_dead<'py>(
+        &self,
+        py: Python<'py>,
+        queue: &str,
+        after: i64,
+        limit: usize,
+    ) -> PyResult<Bound<'py, PyList>> {
+        jobs::dead(py, self.h()?, queue, after, limit)
+    }
+
+    fn _job_requeue(&self, py: Python<'_>, id: i64, delay: f64) -> PyResult<bool> {
+        let cache = &*self.h()?.cache;
+        run(py, false, || cache.job_requeue(id, delay))
+    }
+
+    fn _job_delete(&self, py: Python<'_>, id: i64) -> PyResult<bool> {
+        let cache = &*self.h()?.cache;
+        run(py, false, || cache.job_delete(id))
+    }
+}
+
+/// `pull`'s and `peek`'s `default`: python-diskcache's `(None, None)` unless one is given
+/// (an explicit `None` included).
+pub(crate) enum PairDefault<'py> {
+    Pair,
+    Given(Bound<'py, PyAny>),
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for PairDefault<'py> {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        Ok(PairDefault::Given(obj.to_owned()))
+    }
+}
+
+impl<'py> PairDefault<'py> {
+    fn resolve(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match self {
+            PairDefault::Given(obj) => Ok(obj),
+            PairDefault::Pair => Ok(PyTuple::new(py, [py.None(), py.None()])?.into_any()),
+        }
+    }
+}
+
+/// `(key, value)`, with the expire time and tag beside it as the flags ask (as `get` does).
+fn shape_item<'py>(
+    py: Python<'py>,
+    item: queue::Item<'py>,
+    want_expire: bool,
+    want_tag: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (key, value, expire, tag) = item;
+    let pair = PyTuple::new(py, [key, value])?.into_any();
+    let expire = float_or_none(py, expire)?;
+    let tag = opt_scalar_to_py(py, tag)?;
+    shape(py, pair, expire, tag, want_expire, want_tag)
+}
+
+/// All of a binary file's bytes, for `push(..., read=True)`.
+fn read_whole_file<'py>(
+    py: Python<'py>,
+    file: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let not_a_file = |what: String| {
+        PyTypeError::new_err(format!(
+            "push(..., read=True) needs a binary file-like object whose read() returns bytes, \
+             but {what}; open the file with 'rb', or push the bytes without read=True"
+        ))
+    };
+    let type_name = |obj: &Bound<'py, PyAny>| {
+        obj.get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default()
+    };
+    let Ok(read) = file.getattr(intern!(py, "read")) else {
+        return Err(not_a_file(format!("got {}", type_name(file))));
+    };
+    let data = read.call0()?;
+    if let Ok(b) = data.cast::<PyBytes>() {
+        return Ok(b.clone());
+    }
+    if let Ok(b) = data.cast::<PyByteArray>() {
+        return Ok(PyBytes::new(py, &b.to_vec()));
+    }
+    Err(not_a_file(format!("read() returned {}", type_name(&data))))
 }

@@ -76,6 +76,11 @@ impl Exc {
 
 /// Map an engine error to the Python exception documented in D-008.
 pub(crate) fn to_py(py: Python<'_>, error: Error) -> PyErr {
+    to_py_ref(py, &error)
+}
+
+/// [`to_py`] for an error the caller keeps (a queue item's, seen by a pull's decision).
+pub(crate) fn to_py_ref(py: Python<'_>, error: &Error) -> PyErr {
     match error {
         Error::Timeout => Exc::Timeout.err(py, error.to_string()),
         Error::Corrupt(_) => Exc::CorruptValue.err(
@@ -92,9 +97,9 @@ pub(crate) fn to_py(py: Python<'_>, error: Error) -> PyErr {
         Error::InvalidArgument(_) | Error::Setting(_) => PyValueError::new_err(error.to_string()),
         Error::Overflow(_) => PyOverflowError::new_err(error.to_string()),
         Error::Io {
-            ref context,
-            ref path,
-            ref source,
+            context,
+            path,
+            source,
         } => {
             let errno = source.raw_os_error();
             // The OS text without Rust's " (os error N)": Python shows the errno itself.

@@ -1,10 +1,11 @@
 //! Key iterators: insertion (rowid) order for `__iter__`/`__reversed__`, key order for
-//! `iterkeys`. Both read pages of 100 keys, as python-diskcache does, so a long iteration
-//! never holds the database.
+//! `iterkeys`, and the str keys starting with a prefix for `iterkeys(prefix=...)`. All read
+//! pages of 100 keys, as python-diskcache does, so a long iteration never holds the database
+//! and deleting keys while iterating is safe.
 
 use crate::convert::key_to_py;
 use crate::errors::IntoPy;
-use diskcache_oxide_engine::{Cache, Key};
+use diskcache_oxide_engine::{Cache, Key, Scalar};
 use pyo3::prelude::*;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -16,6 +17,12 @@ enum Order {
     Rowid { ascending: bool, lo: i64, hi: i64 },
     /// Strictly after `after` (None: from the start) in key order.
     Sorted { reverse: bool, after: Option<Key> },
+    /// The str keys starting with `prefix`, in key order, strictly after `after`.
+    Prefixed {
+        prefix: String,
+        reverse: bool,
+        after: Option<String>,
+    },
 }
 
 #[pyclass(module = "diskcache_oxide")]
@@ -85,6 +92,21 @@ impl KeyIterator {
         }
     }
 
+    /// The str keys starting with `prefix`, in key order; nothing is read until the first `next()`.
+    pub(crate) fn prefixed(cache: Arc<Cache>, pickle: bool, prefix: String, reverse: bool) -> Self {
+        KeyIterator {
+            cache: Some(cache),
+            pickle,
+            order: Order::Prefixed {
+                prefix,
+                reverse,
+                after: None,
+            },
+            page: VecDeque::new(),
+            done: false,
+        }
+    }
+
     fn fetch(&mut self, py: Python<'_>) -> PyResult<()> {
         let Some(cache) = &self.cache else {
             self.done = true;
@@ -112,6 +134,23 @@ impl KeyIterator {
                 match keys.last() {
                     None => self.done = true,
                     Some(last) => *after = Some(last.clone()),
+                }
+                self.page.extend(keys);
+            }
+            Order::Prefixed {
+                prefix,
+                reverse,
+                after,
+            } => {
+                let (prefix, reverse, start) = (prefix.as_str(), *reverse, after.as_deref());
+                let keys = py
+                    .detach(|| cache.keys_prefixed(prefix, start, reverse, PAGE))
+                    .py_err(py)?;
+                match keys.last() {
+                    None => self.done = true,
+                    Some(Key::Native(Scalar::Str(last))) => *after = Some(last.clone()),
+                    // keys_prefixed returns only str keys; stop rather than loop on anything else.
+                    Some(_) => self.done = true,
                 }
                 self.page.extend(keys);
             }

@@ -10,7 +10,9 @@ mod convert;
 mod core;
 mod errors;
 mod iter;
+mod jobs;
 mod pyobj;
+mod queue;
 mod reader;
 
 #[pymodule]

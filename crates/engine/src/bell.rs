@@ -3,19 +3,75 @@
 //! Every commit appends to the WAL file, so an inotify watch on the cache directory that
 //! listens for changes to `cache.db-wal` rings whenever any process writes. A waiter arms the
 //! watch, checks, and sleeps in `poll(2)` until the bell rings or its time is up. Where inotify
-//! is unavailable it falls back to sleeping with backoff.
+//! is unavailable it falls back to sleeping with backoff. Each thread keeps its bells armed
+//! between waits, since closing an inotify descriptor takes milliseconds.
 
 use crate::cache::{Cache, DB_NAME};
+use crate::conn::fork_generation;
 use crate::Result;
+use std::cell::{Cell, RefCell};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+/// Bells each thread keeps armed between waits, at most this many (one per directory).
+const KEPT_BELLS: usize = 4;
+
+thread_local! {
+    /// Armed bells kept for this thread's next wait on the same directory. Closing an inotify
+    /// descriptor costs milliseconds (the kernel waits for a grace period), more than a wait
+    /// that finds work at once: a bell closed at the end of every wait would add that to each.
+    static KEPT: RefCell<Vec<Bell>> = const { RefCell::new(Vec::new()) };
+}
 
 struct Bell {
     fd: OwnedFd,
+    directory: PathBuf,
+    /// `fork_generation()` when made: a forked child shares the descriptor with its parent
+    /// (they would read each other's events), so it never reuses one made before the fork.
+    fork: u64,
+    /// The watch was removed (the directory was deleted): this bell never rings again.
+    gone: Cell<bool>,
 }
 
 impl Bell {
+    /// This thread's kept bell for `directory`, its old events drained, or a new one.
+    fn take(directory: &Path) -> Option<Bell> {
+        let fork = fork_generation();
+        let kept = KEPT
+            .try_with(|kept| {
+                let mut kept = kept.try_borrow_mut().ok()?;
+                kept.retain(|b| b.fork == fork);
+                let at = kept.iter().position(|b| b.directory == directory)?;
+                Some(kept.swap_remove(at))
+            })
+            .ok()
+            .flatten();
+        if let Some(bell) = kept {
+            bell.drain();
+            // Unless the directory was deleted since (and perhaps made again under its path).
+            if !bell.gone.get() {
+                return Some(bell);
+            }
+        }
+        Bell::new(directory)
+    }
+
+    /// Keep this bell for the thread's next wait (closing it only if too many are kept).
+    fn keep(self) {
+        if self.gone.get() {
+            return;
+        }
+        let _ = KEPT.try_with(|kept| {
+            if let Ok(mut kept) = kept.try_borrow_mut() {
+                if kept.len() >= KEPT_BELLS {
+                    kept.remove(0);
+                }
+                kept.push(self);
+            }
+        });
+    }
+
     fn new(directory: &Path) -> Option<Bell> {
         // SAFETY: plain syscalls; the descriptor is owned right away.
         let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
@@ -29,7 +85,12 @@ impl Bell {
         if unsafe { libc::inotify_add_watch(fd.as_raw_fd(), path.as_ptr(), mask) } < 0 {
             return None;
         }
-        Some(Bell { fd })
+        Some(Bell {
+            fd,
+            directory: directory.to_path_buf(),
+            fork: fork_generation(),
+            gone: Cell::new(false),
+        })
     }
 
     /// Sleep until the database may have changed or `timeout` passes.
@@ -69,6 +130,11 @@ impl Bell {
             let mut at = 0usize;
             let header = std::mem::size_of::<libc::inotify_event>();
             while at + header <= n as usize {
+                let mask = u32::from_ne_bytes(buf[at + 4..at + 8].try_into().unwrap_or([0; 4]));
+                if mask & libc::IN_IGNORED != 0 {
+                    self.gone.set(true);
+                    rang = true; // wake the waiter, which then sleeps without the bell
+                }
                 let len =
                     u32::from_ne_bytes(buf[at + 12..at + 16].try_into().unwrap_or([0; 4])) as usize;
                 let name = &buf[(at + header).min(n as usize)..(at + header + len).min(n as usize)];
@@ -90,7 +156,20 @@ impl Cache {
     ) -> Result<Option<T>> {
         let deadline = Instant::now() + timeout;
         // Armed before the first check, so a write between the check and the sleep still rings.
-        let bell = Bell::new(self.directory());
+        let bell = Bell::take(self.directory());
+        let result = self.wait_with(deadline, bell.as_ref(), &mut attempt);
+        if let Some(bell) = bell {
+            bell.keep();
+        }
+        result
+    }
+
+    fn wait_with<T>(
+        &self,
+        deadline: Instant,
+        bell: Option<&Bell>,
+        attempt: &mut impl FnMut() -> Result<Option<T>>,
+    ) -> Result<Option<T>> {
         let mut pause = Duration::from_millis(1);
         loop {
             if let Some(v) = attempt()? {
@@ -100,7 +179,7 @@ impl Cache {
             if left.is_zero() {
                 return Ok(None);
             }
-            match &bell {
+            match bell.filter(|b| !b.gone.get()) {
                 Some(b) => b.wait(left),
                 None => {
                     std::thread::sleep(pause.min(left));

@@ -430,6 +430,22 @@ impl Cache {
         }
     }
 
+    /// Whether this thread has a transaction open on this handle (a `begin` without its
+    /// `end`). A blocking wait skips waiting then: it holds the write lock, so no other
+    /// writer could bring what it waits for.
+    pub fn in_transaction(&self) -> bool {
+        let fork = conn::fork_generation();
+        self.inner
+            .conns
+            .get()
+            .and_then(|cell| {
+                cell.try_borrow()
+                    .ok()
+                    .map(|slot| slot.as_ref().is_some_and(|c| c.depth > 0 && c.fork == fork))
+            })
+            .unwrap_or(false)
+    }
+
     /// Close this thread's connection (others close when the handle drops).
     pub fn close(&self) {
         if let Some(cell) = self.inner.conns.get() {

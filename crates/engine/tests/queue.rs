@@ -1,5 +1,7 @@
 //! Queue behaviour of the engine: key shape (D-054), overflow (D-057), verdicts, transactions.
 
+use std::time::{Duration, Instant};
+
 use diskcache_oxide_engine::{
     Cache, Candidate, Error, Key, OpenOptions, Scalar, Side, StoredValue, ValueRef, Verdict,
     WriteOptions,
@@ -293,4 +295,101 @@ fn a_waiting_pull_wakes_for_a_push_from_another_handle() {
         })
         .unwrap();
     assert!(nothing.is_none());
+}
+
+#[test]
+fn in_transaction_reports_this_threads_open_transaction() {
+    let (dir, cache) = open();
+    let other = Cache::open(dir.path(), OpenOptions::default()).unwrap();
+    assert!(!cache.in_transaction());
+    cache.begin().unwrap();
+    assert!(cache.in_transaction());
+    cache.begin().unwrap();
+    cache.end(true).unwrap();
+    assert!(cache.in_transaction(), "still inside the outer level");
+    // Another handle, and another thread on the same handle, have no transaction.
+    assert!(!other.in_transaction());
+    std::thread::scope(|sc| {
+        sc.spawn(|| assert!(!cache.in_transaction()));
+    });
+    cache.end(false).unwrap();
+    assert!(!cache.in_transaction());
+    cache
+        .transact(|| {
+            assert!(cache.in_transaction());
+            Ok(())
+        })
+        .unwrap();
+    assert!(!cache.in_transaction());
+}
+
+#[test]
+fn waits_that_find_work_at_once_stay_cheap() {
+    // Each thread keeps its armed bell between waits: closing an inotify descriptor costs
+    // milliseconds (a kernel grace period), which a wait per item would pay every time.
+    let (dir, cache) = open();
+    let found = || Ok(Some(()));
+    cache.wait_for(Duration::from_secs(5), found).unwrap();
+    let start = Instant::now();
+    for _ in 0..50 {
+        assert!(cache
+            .wait_for(Duration::from_secs(5), found)
+            .unwrap()
+            .is_some());
+    }
+    let took = start.elapsed();
+    assert!(took < Duration::from_millis(150), "50 waits took {took:?}");
+    // A kept bell still rings for a later write from another handle.
+    let other = Cache::open(dir.path(), OpenOptions::default()).unwrap();
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            std::thread::sleep(Duration::from_millis(50));
+            other
+                .push(Some("q"), ValueRef::Int(7), Side::Back, &w())
+                .unwrap();
+        });
+        let start = Instant::now();
+        let got = cache
+            .wait_for(Duration::from_secs(30), || {
+                cache.pull(Some("q"), Side::Front, &mut take)
+            })
+            .unwrap();
+        assert_eq!(got.map(|(_, e)| e.value), Some(StoredValue::Int(7)));
+        assert!(start.elapsed() < Duration::from_secs(5));
+    });
+}
+
+#[test]
+fn a_directory_made_again_under_the_same_path_is_watched_anew() {
+    let root = tempfile::tempdir().unwrap();
+    let path = root.path().join("cache");
+    let first = Cache::open(&path, OpenOptions::default()).unwrap();
+    // This thread now keeps a bell armed on the first directory.
+    assert!(first
+        .wait_for(Duration::from_millis(1), || Ok(Some(())))
+        .unwrap()
+        .is_some());
+    drop(first);
+    std::fs::remove_dir_all(&path).unwrap();
+    let cache = Cache::open(&path, OpenOptions::default()).unwrap();
+    let other = Cache::open(&path, OpenOptions::default()).unwrap();
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            std::thread::sleep(Duration::from_millis(100));
+            other
+                .push(Some("q"), ValueRef::Int(9), Side::Back, &w())
+                .unwrap();
+        });
+        let start = Instant::now();
+        let got = cache
+            .wait_for(Duration::from_secs(20), || {
+                cache.pull(Some("q"), Side::Front, &mut take)
+            })
+            .unwrap();
+        assert_eq!(got.map(|(_, e)| e.value), Some(StoredValue::Int(9)));
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "woken only by the timeout"
+        );
+    });
 }

@@ -1,0 +1,456 @@
+//! The queue calls of `Cache` (push, pull, peek and their batches) and the blocking wait that
+//! `pull(timeout=...)` and the job queue's `take(timeout=...)` share.
+//!
+//! `pull` decides about each item inside the engine's write transaction (D-012): the decision
+//! callback runs with the GIL released, re-attaches to decode the item, and keeps the Python
+//! object it built in the callback's state, so that the item is deleted only once this process
+//! has read it. Items of the plain types (int, float, str, bytes) cannot fail to decode and are
+//! converted after the engine returns. Waiting (D-013) happens with the GIL released, in slices
+//! so that Ctrl-C is noticed.
+
+use crate::convert::{decode_bytes, fetched_to_py, from_value, key_to_py, unpickle, Fetched};
+use crate::core::Handle;
+use crate::errors::{to_py, to_py_ref, Exc};
+use crate::pyobj;
+use diskcache_oxide_engine::{Cache, Candidate, Entry, Error, Key, Side, StoredValue, Verdict};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyFloat, PyInt, PyString};
+use std::time::{Duration, Instant};
+
+// ---- arguments -----------------------------------------------------------------------------
+
+/// Longest stretch a blocking wait spends with the GIL released before it checks for signals.
+const WAIT_SLICE: Duration = Duration::from_millis(200);
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "<unknown type>".to_owned())
+}
+
+/// `prefix`: a str or None.
+pub(crate) struct PrefixArg(pub Option<String>);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for PrefixArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        if obj.is_none() {
+            return Ok(PrefixArg(None));
+        }
+        match obj.cast::<PyString>() {
+            Ok(s) => Ok(PrefixArg(Some(s.to_str()?.to_owned()))),
+            Err(_) => Err(PyTypeError::new_err(format!(
+                "prefix must be a str or None, not {}",
+                type_name(&obj.to_owned())
+            ))),
+        }
+    }
+}
+
+/// `side`: 'front' or 'back'.
+pub(crate) struct SideArg(pub Side);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for SideArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        if let Ok(s) = obj.cast::<PyString>() {
+            match s.to_str()? {
+                "front" => return Ok(SideArg(Side::Front)),
+                "back" => return Ok(SideArg(Side::Back)),
+                _ => {}
+            }
+        }
+        Err(PyValueError::new_err(format!(
+            "side must be 'front' or 'back', not {}",
+            obj.repr()?
+        )))
+    }
+}
+
+/// A blocking `timeout`: None (do not wait) or a finite number of seconds >= 0.
+pub(crate) struct WaitArg(pub Option<Duration>);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for WaitArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        if obj.is_none() {
+            return Ok(WaitArg(None));
+        }
+        let number = !obj.is_instance_of::<PyBool>()
+            && (obj.is_instance_of::<PyInt>() || obj.is_instance_of::<PyFloat>());
+        if !number {
+            return Err(PyTypeError::new_err(format!(
+                "timeout must be None or a number of seconds, not {}",
+                type_name(&obj.to_owned())
+            )));
+        }
+        let seconds: f64 = obj.extract()?;
+        Duration::try_from_secs_f64(seconds)
+            .map(|d| WaitArg(Some(d)))
+            .map_err(|_| {
+                PyValueError::new_err(format!(
+                    "timeout must be None or a finite number of seconds >= 0, not {seconds}"
+                ))
+            })
+    }
+}
+
+/// A count `n`: an int >= 0.
+pub(crate) struct CountArg(pub usize);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for CountArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        if obj.is_instance_of::<PyBool>() || !obj.is_instance_of::<PyInt>() {
+            return Err(PyTypeError::new_err(format!(
+                "n must be an int, not {}",
+                type_name(&obj.to_owned())
+            )));
+        }
+        let n: i64 = obj.extract().map_err(|_| {
+            PyValueError::new_err(format!(
+                "n must be an int >= 0 that fits in 64 bits, not {}",
+                obj.to_owned()
+            ))
+        })?;
+        usize::try_from(n)
+            .map(CountArg)
+            .map_err(|_| PyValueError::new_err(format!("n must be >= 0, not {n}")))
+    }
+}
+
+// ---- the blocking wait ---------------------------------------------------------------------
+
+/// Run `attempt` until it returns `Some`; with `timeout`, keep trying until it passes, sleeping
+/// (GIL released) until some process writes to the cache (D-013). Inside a transaction of this
+/// thread it tries once: holding the write lock, it would wait for writes that cannot happen.
+/// With `retry`, a lock timeout (`Error::Timeout`) is retried rather than raised.
+pub(crate) fn wait_loop<T, F>(
+    py: Python<'_>,
+    cache: &Cache,
+    timeout: Option<Duration>,
+    retry: bool,
+    mut attempt: F,
+) -> PyResult<Option<T>>
+where
+    F: FnMut() -> Result<Option<T>, Error> + Send,
+    T: Send,
+{
+    let deadline = match timeout {
+        Some(t) if !cache.in_transaction() => Some(Instant::now() + t),
+        _ => None,
+    };
+    loop {
+        let result = py.detach(|| match deadline {
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                cache.wait_for(left.min(WAIT_SLICE), &mut attempt)
+            }
+            None => attempt(),
+        });
+        match result {
+            Ok(Some(v)) => return Ok(Some(v)),
+            Ok(None) => match deadline {
+                Some(d) if Instant::now() < d => py.check_signals()?,
+                _ => return Ok(None),
+            },
+            Err(Error::Timeout) if retry => py.check_signals()?,
+            Err(e) => return Err(to_py(py, e)),
+        }
+    }
+}
+
+// ---- decoding an item inside the pull ------------------------------------------------------
+
+/// What this process makes of a queue item.
+pub(crate) enum Decoded {
+    /// An int, float, str or bytes: cannot fail, built once the pull has returned.
+    Plain,
+    Ok(Py<PyAny>),
+    /// No build could read it (`CorruptValueError`): it is removed.
+    Damaged(PyErr),
+    /// This process cannot read it, another may (`UnsafeValueError`, `UnknownTypeError`):
+    /// it is left in place.
+    Unreadable(PyErr),
+    /// Anything else (the application's decoder raised, an I/O error): left in place.
+    Failed(PyErr),
+}
+
+fn classify(py: Python<'_>, err: PyErr) -> Decoded {
+    if Exc::CorruptValue.matches(py, &err) {
+        Decoded::Damaged(err)
+    } else if Exc::DecodeError.matches(py, &err) {
+        Decoded::Unreadable(err)
+    } else {
+        Decoded::Failed(err)
+    }
+}
+
+fn settle(py: Python<'_>, built: PyResult<Bound<'_, PyAny>>) -> Decoded {
+    match built {
+        Ok(obj) => Decoded::Ok(obj.unbind()),
+        Err(e) => classify(py, e),
+    }
+}
+
+/// Decode a candidate. Call it with the GIL released: the safe format is decoded first, and
+/// Python is re-attached only to build objects.
+pub(crate) fn decode_candidate(c: &Candidate, pickle: bool) -> Decoded {
+    let entry = match &c.entry {
+        Ok(entry) => entry,
+        Err(e) => return Python::attach(|py| classify(py, to_py_ref(py, e))),
+    };
+    match &entry.value {
+        StoredValue::Int(_)
+        | StoredValue::Float(_)
+        | StoredValue::Str(_)
+        | StoredValue::Bytes(_) => Decoded::Plain,
+        StoredValue::Encoded(bytes) => {
+            let value = decode_bytes(bytes);
+            Python::attach(|py| {
+                let built = match value {
+                    Ok(v) => from_value(py, v, 0),
+                    Err(m) => Err(crate::convert::corrupt(py, "value", &m)),
+                };
+                settle(py, built)
+            })
+        }
+        StoredValue::Pickled(bytes) => Python::attach(|py| settle(py, unpickle(py, bytes, pickle))),
+        StoredValue::File(path) => {
+            Python::attach(|py| settle(py, fetched_to_py(py, Fetched::File(path.clone()), pickle)))
+        }
+    }
+}
+
+/// A decoded item as `pull`/`peek` return it: key, value, expire time, tag.
+pub(crate) type Item<'py> = (
+    Bound<'py, PyAny>,
+    Bound<'py, PyAny>,
+    Option<f64>,
+    Option<diskcache_oxide_engine::Scalar>,
+);
+
+fn item<'py>(
+    py: Python<'py>,
+    key: Key,
+    entry: Entry,
+    value: Option<Py<PyAny>>,
+    pickle: bool,
+) -> PyResult<Item<'py>> {
+    let key = key_to_py(py, key, pickle)?;
+    let value = match value {
+        Some(v) => v.into_bound(py),
+        None => fetched_to_py(py, Fetched::from(entry.value), pickle)?,
+    };
+    Ok((key, value, entry.expire_time, entry.tag))
+}
+
+/// A decode problem reported under `on_decode_error='miss'`, logged once the engine returned.
+struct Logged {
+    key: Key,
+    err: PyErr,
+    removed: bool,
+}
+
+fn emit(py: Python<'_>, h: &Handle, lines: Vec<Logged>) -> PyResult<()> {
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let logger = pyobj::logger(py)?;
+    for line in lines {
+        let key = key_to_py(py, line.key, h.pickle)?;
+        let message = line.err.value(py).str()?;
+        let template = if line.removed {
+            "removed damaged queue item %r from %s (on_decode_error='miss'): %s"
+        } else {
+            "left queue item %r in %s at the front of its queue: this process cannot read it \
+             (on_decode_error='miss'): %s"
+        };
+        logger.call_method1(
+            intern!(py, "warning"),
+            (template, key, h.directory.as_str(), message),
+        )?;
+    }
+    Ok(())
+}
+
+/// One pull's outcome: the items taken (with what the decision built), or the error to raise.
+struct Pulled {
+    items: Vec<(Key, Entry, Option<Py<PyAny>>)>,
+    error: Option<PyErr>,
+}
+
+/// Pull up to `n` items; with `timeout`, wait while nothing could be taken.
+///
+/// The decode rules (spec and D-012): an item this process cannot read is left at the front
+/// (`'raise'`: raised; `'miss'`: logged, nothing returned); a damaged one is removed (`'raise'`:
+/// raised; `'miss'`: logged, and the pull moves on). Once a batch has taken items, a problem
+/// item stops it without raising and stays at the front, so the items already taken are
+/// returned (not lost) and the next call reports it.
+pub(crate) fn pull<'py>(
+    py: Python<'py>,
+    h: &Handle,
+    prefix: Option<&str>,
+    side: Side,
+    n: usize,
+    timeout: Option<Duration>,
+    retry: bool,
+) -> PyResult<Vec<Item<'py>>> {
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let cache = &*h.cache;
+    let (pickle, miss) = (h.pickle, h.miss);
+    let mut logs: Vec<Logged> = Vec::new();
+    let mut logged_unreadable = false;
+    let attempt = || -> Result<Option<Pulled>, Error> {
+        let mut decoded: Vec<Option<Py<PyAny>>> = Vec::new();
+        let mut error: Option<PyErr> = None;
+        let mut lines: Vec<Logged> = Vec::new();
+        let mut decide = |c: &Candidate| -> Verdict {
+            let first = decoded.is_empty();
+            match decode_candidate(c, pickle) {
+                Decoded::Plain => {
+                    decoded.push(None);
+                    Verdict::Take
+                }
+                Decoded::Ok(obj) => {
+                    decoded.push(Some(obj));
+                    Verdict::Take
+                }
+                Decoded::Damaged(err) if miss => {
+                    lines.push(Logged {
+                        key: c.key.clone(),
+                        err,
+                        removed: true,
+                    });
+                    Verdict::DropAndContinue
+                }
+                _ if !first => Verdict::Leave,
+                Decoded::Damaged(err) => {
+                    error = Some(err);
+                    Verdict::DropAndStop
+                }
+                Decoded::Unreadable(err) if miss => {
+                    // Logged once per call, however often a wait looks at it again.
+                    if !logged_unreadable {
+                        lines.push(Logged {
+                            key: c.key.clone(),
+                            err,
+                            removed: false,
+                        });
+                    }
+                    Verdict::Leave
+                }
+                Decoded::Unreadable(err) | Decoded::Failed(err) => {
+                    error = Some(err);
+                    Verdict::Leave
+                }
+            }
+        };
+        // On an engine error the transaction rolled back: what `decide` built is dropped.
+        let taken = cache.pull_many(prefix, side, n, &mut decide)?;
+        logged_unreadable |= lines.iter().any(|line| !line.removed);
+        logs.append(&mut lines);
+        let done = !taken.is_empty() || error.is_some();
+        let items = taken
+            .into_iter()
+            .zip(decoded)
+            .map(|((k, e), v)| (k, e, v))
+            .collect();
+        Ok(done.then_some(Pulled { items, error }))
+    };
+    let pulled = wait_loop(py, cache, timeout, retry, attempt);
+    emit(py, h, logs)?;
+    let Some(pulled) = pulled? else {
+        return Ok(Vec::new());
+    };
+    if let Some(err) = pulled.error {
+        return Err(err);
+    }
+    pulled
+        .items
+        .into_iter()
+        .map(|(k, e, v)| item(py, k, e, v, pickle))
+        .collect()
+}
+
+/// The item at one end of the queue, left in place. Takes no write lock, except under
+/// `'miss'` to remove damaged items at that end (then it looks again). Under `'raise'` a
+/// damaged item is raised and left for the next pull to remove.
+pub(crate) fn peek<'py>(
+    py: Python<'py>,
+    h: &Handle,
+    prefix: Option<&str>,
+    side: Side,
+    retry: bool,
+) -> PyResult<Option<Item<'py>>> {
+    let cache = &*h.cache;
+    let pickle = h.pickle;
+    let mut stuck: Option<Key> = None;
+    loop {
+        let found = crate::core::run(py, retry, || cache.peek(prefix, side))?;
+        let Some(candidate) = found else {
+            return Ok(None);
+        };
+        let decoded = py.detach(|| decode_candidate(&candidate, pickle));
+        match decoded {
+            Decoded::Plain | Decoded::Ok(_) => {
+                let value = match decoded {
+                    Decoded::Ok(obj) => Some(obj),
+                    _ => None,
+                };
+                let entry = candidate.entry.map_err(|e| to_py(py, e))?;
+                return item(py, candidate.key, entry, value, pickle).map(Some);
+            }
+            Decoded::Unreadable(err) if h.miss => {
+                let line = Logged {
+                    key: candidate.key,
+                    err,
+                    removed: false,
+                };
+                emit(py, h, vec![line])?;
+                return Ok(None);
+            }
+            Decoded::Damaged(_) if h.miss && stuck.as_ref() != Some(&candidate.key) => {}
+            Decoded::Damaged(err) | Decoded::Unreadable(err) | Decoded::Failed(err) => {
+                return Err(err)
+            }
+        }
+        // Remove the damaged items at this end under the write lock, deciding again there (the
+        // front may have changed since the read).
+        let lines = loop {
+            let mut lines: Vec<Logged> = Vec::new();
+            let result = py.detach(|| {
+                let mut decide = |c: &Candidate| match decode_candidate(c, pickle) {
+                    Decoded::Damaged(err) => {
+                        lines.push(Logged {
+                            key: c.key.clone(),
+                            err,
+                            removed: true,
+                        });
+                        Verdict::DropAndContinue
+                    }
+                    _ => Verdict::Leave,
+                };
+                cache.pull_many(prefix, side, 1, &mut decide).map(|_| ())
+            });
+            match result {
+                Ok(()) => break lines,
+                Err(Error::Timeout) if retry => py.check_signals()?,
+                Err(e) => return Err(to_py(py, e)),
+            }
+        };
+        let none_removed = lines.is_empty();
+        emit(py, h, lines)?;
+        // If nothing could be removed, a damaged item seen again is raised, not looped on.
+        stuck = none_removed.then_some(candidate.key);
+    }
+}
