@@ -244,6 +244,7 @@ class Job:
 
     __slots__ = (
         "_jobs",
+        "_lease",
         "_settled",
         "attempts",
         "created",
@@ -264,6 +265,7 @@ class Job:
     created: float
     error: str | None
     _jobs: JobQueue
+    _lease: int
     _settled: bool
 
     def __init__(
@@ -277,9 +279,11 @@ class Job:
         lease_deadline: float,
         created: float,
         error: str | None,
+        lease: int,
     ) -> None:
         fields = {
             "_jobs": jobs,
+            "_lease": lease,
             "_settled": False,
             "id": id,
             "queue": queue,
@@ -305,10 +309,10 @@ class Job:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Job):
             return NotImplemented
-        return (self.id, self.attempts) == (other.id, other.attempts)
+        return (self.id, self._lease) == (other.id, other._lease)
 
     def __hash__(self) -> int:
-        return hash((self.id, self.attempts))
+        return hash((self.id, self._lease))
 
     def __repr__(self) -> str:
         return (
@@ -505,11 +509,24 @@ class JobQueue:
         taken: list[Job] = []
         errors: list[BaseException] = []
         for row in rows:
-            job_id, queue, attempts, max_attempts, deadline, created, error, value, problem = row
+            (
+                job_id,
+                queue,
+                attempts,
+                max_attempts,
+                deadline,
+                created,
+                error,
+                value,
+                problem,
+                lease,
+            ) = row
             if problem is not None:
-                errors.append(self._unreadable(job_id, queue, attempts, problem))
+                errors.append(self._unreadable(job_id, queue, lease, problem))
                 continue
-            job = Job(self, job_id, queue, value, attempts, max_attempts, deadline, created, error)
+            job = Job(
+                self, job_id, queue, value, attempts, max_attempts, deadline, created, error, lease
+            )
             taken.append(job)
         if errors and not taken:
             for err in errors[1:]:
@@ -520,11 +537,11 @@ class JobQueue:
         return taken
 
     def _unreadable(
-        self, job_id: int, queue: str, attempt: int, problem: BaseException
+        self, job_id: int, queue: str, lease: int, problem: BaseException
     ) -> BaseException:
         """Put back (or bury) a job this process cannot decode; the error to report."""
         if isinstance(problem, CorruptValueError):
-            self._cache._job_bury(job_id, attempt, f"damaged value: {problem}")
+            self._cache._job_bury(job_id, lease, f"damaged value: {problem}")
             err = CorruptValueError(
                 f"job {job_id} of queue {queue!r} has a damaged value that no build can read; "
                 "it was moved to the dead-letter list, where dead() lists it and delete() "
@@ -532,7 +549,7 @@ class JobQueue:
             )
             err.__cause__ = problem
             return err
-        self._cache._job_release(job_id, attempt, 0.0)
+        self._cache._job_release(job_id, lease, 0.0)
         return problem
 
     # ---- settling a job -------------------------------------------------------------------
@@ -549,7 +566,7 @@ class JobQueue:
         held = self._held(job)
         if held._settled:
             return False
-        done = self._cache._job_finish(held.id, held.attempts)
+        done = self._cache._job_finish(held.id, held._lease)
         held._set("_settled", True)
         return done
 
@@ -568,7 +585,7 @@ class JobQueue:
         delay = _seconds("retry_in", retry_in)
         if held._settled:
             return None
-        state = self._cache._job_fail(held.id, held.attempts, text, delay)
+        state = self._cache._job_fail(held.id, held._lease, text, delay)
         held._set("_settled", True)
         return state
 
@@ -579,7 +596,7 @@ class JobQueue:
         length = self._lease if lease is None else _seconds("lease", lease)
         if held._settled:
             return False
-        deadline = self._cache._job_extend(held.id, held.attempts, length)
+        deadline = self._cache._job_extend(held.id, held._lease, length)
         if deadline is None:
             held._set("_settled", True)
             return False
@@ -593,7 +610,7 @@ class JobQueue:
         seconds = _seconds("delay", delay)
         if held._settled:
             return False
-        released = self._cache._job_release(held.id, held.attempts, seconds)
+        released = self._cache._job_release(held.id, held._lease, seconds)
         held._set("_settled", True)
         return released
 

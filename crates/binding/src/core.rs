@@ -1227,21 +1227,21 @@ impl CacheCore {
         jobs::take(py, self.h()?, &queues, lease, n.0, timeout.0)
     }
 
-    fn _job_finish(&self, py: Python<'_>, id: i64, attempt: u32) -> PyResult<bool> {
+    fn _job_finish(&self, py: Python<'_>, id: i64, lease: i64) -> PyResult<bool> {
         let cache = &*self.h()?.cache;
-        run(py, false, || cache.job_finish(id, attempt))
+        run(py, false, || cache.job_finish(id, lease))
     }
 
     fn _job_fail(
         &self,
         py: Python<'_>,
         id: i64,
-        attempt: u32,
+        lease: i64,
         error: &str,
         retry_in: f64,
     ) -> PyResult<Option<&'static str>> {
         let cache = &*self.h()?.cache;
-        let state = run(py, false, || cache.job_fail(id, attempt, error, retry_in))?;
+        let state = run(py, false, || cache.job_fail(id, lease, error, retry_in))?;
         Ok(state.map(|s| match s {
             JobState::Dead => "dead",
             JobState::Leased => "leased",
@@ -1253,21 +1253,21 @@ impl CacheCore {
         &self,
         py: Python<'_>,
         id: i64,
-        attempt: u32,
+        lease_id: i64,
         lease: f64,
     ) -> PyResult<Option<f64>> {
         let cache = &*self.h()?.cache;
-        run(py, false, || cache.job_extend(id, attempt, lease))
+        run(py, false, || cache.job_extend(id, lease_id, lease))
     }
 
-    fn _job_release(&self, py: Python<'_>, id: i64, attempt: u32, delay: f64) -> PyResult<bool> {
+    fn _job_release(&self, py: Python<'_>, id: i64, lease: i64, delay: f64) -> PyResult<bool> {
         let cache = &*self.h()?.cache;
-        run(py, false, || cache.job_release(id, attempt, delay))
+        run(py, false, || cache.job_release(id, lease, delay))
     }
 
-    fn _job_bury(&self, py: Python<'_>, id: i64, attempt: u32, error: &str) -> PyResult<bool> {
+    fn _job_bury(&self, py: Python<'_>, id: i64, lease: i64, error: &str) -> PyResult<bool> {
         let cache = &*self.h()?.cache;
-        run(py, false, || cache.job_bury(id, attempt, error))
+        run(py, false, || cache.job_bury(id, lease, error))
     }
 
     #[pyo3(signature = (queue=None))]

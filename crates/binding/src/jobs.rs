@@ -84,6 +84,7 @@ struct Taken {
     id: i64,
     queue: String,
     attempts: u32,
+    lease: i64,
     max_attempts: u32,
     lease_deadline: f64,
     created: f64,
@@ -92,7 +93,8 @@ struct Taken {
 
 /// Lease up to `n` jobs of `queues` (priority order); with `timeout`, wait while none is due.
 /// Each job is `(id, queue, attempts, max_attempts, lease_deadline, created, error, value,
-/// problem)`, `problem` being the exception that decoding its value raised (or None).
+/// problem, lease)`, `problem` being the exception that decoding its value raised (or None)
+/// and `lease` the fencing token its holder passes back.
 pub(crate) fn take<'py>(
     py: Python<'py>,
     h: &Handle,
@@ -116,6 +118,7 @@ pub(crate) fn take<'py>(
                         id: j.id,
                         queue: j.queue,
                         attempts: j.attempts,
+                        lease: j.lease,
                         max_attempts: j.max_attempts,
                         lease_deadline: j.lease_deadline,
                         created: j.created,
@@ -141,6 +144,7 @@ pub(crate) fn take<'py>(
             j.error,
             value,
             problem,
+            j.lease,
         );
         out.append(row.into_pyobject(py)?)?;
     }

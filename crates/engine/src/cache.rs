@@ -1647,6 +1647,7 @@ CREATE TABLE jobs (
     state INTEGER NOT NULL,
     due REAL NOT NULL,
     attempts INTEGER NOT NULL DEFAULT 0,
+    lease INTEGER NOT NULL DEFAULT 0,
     max_attempts INTEGER NOT NULL DEFAULT 0,
     dedupe TEXT,
     created REAL NOT NULL,

@@ -1,9 +1,10 @@
 //! Leased jobs: a job queue with lasting ids, leases, retries and a dead-letter list.
 //!
 //! A job is `ready` (takeable once `due`), `leased` (taken; `due` is the lease deadline) or
-//! `dead` (out of attempts). Every take counts an attempt, and the attempt number is the
-//! lease's fencing token: finishing, failing, extending or releasing a job names the attempt it
-//! holds, so a worker whose lease expired and was taken over cannot touch the new holder's job.
+//! `dead` (out of attempts). Every take counts an attempt and draws a new lease number, which
+//! is never reused (a release or a requeue lowers the attempt count, never the lease number):
+//! finishing, failing, extending or releasing a job names the lease it holds, so a worker whose
+//! lease expired and was taken over cannot touch the new holder's job.
 
 use crate::cache::{now, Cache, Inline, Prepared};
 use crate::error::SqlContext;
@@ -48,8 +49,10 @@ impl Put {
 pub struct Job {
     pub id: i64,
     pub queue: String,
-    /// How many times it has been taken, this time included: the lease's fencing token.
+    /// How many attempts it has used, this one included (releases are not counted).
     pub attempts: u32,
+    /// This lease's number: the fencing token to pass to finish, fail, extend and release.
+    pub lease: i64,
     pub max_attempts: u32,
     /// Seconds since the epoch when the lease ends unless extended.
     pub lease_deadline: f64,
@@ -197,8 +200,8 @@ impl Cache {
                 for id in ids {
                     let row = db
                         .prepare_cached(
-                            "UPDATE jobs SET state = 1, due = ?2, attempts = attempts + 1 WHERE id = ?1 \
-                             RETURNING id, queue, state, due, attempts, max_attempts, created, error, dedupe, kind, crc, filename, value",
+                            "UPDATE jobs SET state = 1, due = ?2, attempts = attempts + 1, lease = lease + 1 WHERE id = ?1 \
+                             RETURNING id, queue, state, due, attempts, max_attempts, created, error, dedupe, kind, crc, filename, value, lease",
                         )
                         .and_then(|mut st| st.query_row(params![id, now + lease], job_row))
                         .ctx("taking a job")?;
@@ -215,6 +218,7 @@ impl Cache {
                     id: r.id,
                     queue: r.queue,
                     attempts: r.attempts,
+                    lease: r.lease,
                     max_attempts: r.max_attempts,
                     lease_deadline: r.due,
                     created: r.created,
@@ -225,23 +229,23 @@ impl Cache {
             .collect())
     }
 
-    /// Finish a job: it is deleted. False if this attempt no longer holds the lease.
-    pub fn job_finish(&self, id: i64, attempt: u32) -> Result<bool> {
+    /// Finish a job: it is deleted. False if `lease_id` no longer holds the lease.
+    pub fn job_finish(&self, id: i64, lease_id: i64) -> Result<bool> {
         self.write(None, |db, unlink| {
             let gone: Option<Option<String>> = db
-                .prepare_cached("DELETE FROM jobs WHERE id = ?1 AND state = 1 AND attempts = ?2 RETURNING filename")
-                .and_then(|mut st| st.query_row(params![id, attempt], |r| r.get(0)).optional())
+                .prepare_cached("DELETE FROM jobs WHERE id = ?1 AND state = 1 AND lease = ?2 RETURNING filename")
+                .and_then(|mut st| st.query_row(params![id, lease_id], |r| r.get(0)).optional())
                 .ctx("finishing a job")?;
             Ok(gone.map(|f| unlink.extend(f)).is_some())
         })
     }
 
     /// Fail an attempt. The job is retried after `retry_in` seconds, or goes to the dead-letter
-    /// list once it has used `max_attempts`. `None` if this attempt no longer holds the lease.
+    /// list once it has used `max_attempts`. `None` if `lease_id` no longer holds the lease.
     pub fn job_fail(
         &self,
         id: i64,
-        attempt: u32,
+        lease_id: i64,
         error: &str,
         retry_in: f64,
     ) -> Result<Option<JobState>> {
@@ -251,39 +255,39 @@ impl Cache {
                 .prepare_cached(
                     "UPDATE jobs SET state = CASE WHEN max_attempts > 0 AND attempts >= max_attempts THEN 2 ELSE 0 END, \
                      due = CASE WHEN max_attempts > 0 AND attempts >= max_attempts THEN ?3 ELSE ?3 + ?4 END, error = ?5 \
-                     WHERE id = ?1 AND state = 1 AND attempts = ?2 RETURNING state",
+                     WHERE id = ?1 AND state = 1 AND lease = ?2 RETURNING state",
                 )
-                .and_then(|mut st| st.query_row(params![id, attempt, now(), retry_in, error], |r| r.get(0)).optional())
+                .and_then(|mut st| st.query_row(params![id, lease_id, now(), retry_in, error], |r| r.get(0)).optional())
                 .ctx("failing a job")?;
             Ok(state.map(|s| if s == DEAD { JobState::Dead } else { JobState::Ready }))
         })
     }
 
     /// Extend a lease to `lease` seconds from now (a heartbeat). Returns the new deadline, or
-    /// `None` if this attempt no longer holds the lease.
-    pub fn job_extend(&self, id: i64, attempt: u32, lease: f64) -> Result<Option<f64>> {
+    /// `None` if `lease_id` no longer holds the lease.
+    pub fn job_extend(&self, id: i64, lease_id: i64, lease: f64) -> Result<Option<f64>> {
         check_seconds("lease", lease)?;
         self.write(None, |db, _| {
             let deadline = now() + lease;
             let n = db
                 .prepare_cached(
-                    "UPDATE jobs SET due = ?3 WHERE id = ?1 AND state = 1 AND attempts = ?2",
+                    "UPDATE jobs SET due = ?3 WHERE id = ?1 AND state = 1 AND lease = ?2",
                 )
-                .and_then(|mut st| st.execute(params![id, attempt, deadline]))
+                .and_then(|mut st| st.execute(params![id, lease_id, deadline]))
                 .ctx("extending a lease")?;
             Ok((n > 0).then_some(deadline))
         })
     }
 
     /// Give a job back without counting the attempt, ready again after `delay` seconds.
-    pub fn job_release(&self, id: i64, attempt: u32, delay: f64) -> Result<bool> {
+    pub fn job_release(&self, id: i64, lease_id: i64, delay: f64) -> Result<bool> {
         check_seconds("delay", delay)?;
         self.write(None, |db, _| {
             let n = db
                 .prepare_cached(
-                    "UPDATE jobs SET state = 0, due = ?3, attempts = attempts - 1 WHERE id = ?1 AND state = 1 AND attempts = ?2",
+                    "UPDATE jobs SET state = 0, due = ?3, attempts = attempts - 1 WHERE id = ?1 AND state = 1 AND lease = ?2",
                 )
-                .and_then(|mut st| st.execute(params![id, attempt, now() + delay]))
+                .and_then(|mut st| st.execute(params![id, lease_id, now() + delay]))
                 .ctx("releasing a job")?;
             Ok(n > 0)
         })
@@ -366,12 +370,12 @@ impl Cache {
     }
 
     /// Send a leased job straight to the dead-letter list (its value can never be read, say).
-    /// False if this attempt no longer holds the lease.
-    pub fn job_bury(&self, id: i64, attempt: u32, error: &str) -> Result<bool> {
+    /// False if `lease_id` no longer holds the lease.
+    pub fn job_bury(&self, id: i64, lease_id: i64, error: &str) -> Result<bool> {
         self.write(None, |db, _| {
             let n = db
-                .prepare_cached("UPDATE jobs SET state = 2, due = ?3, error = ?4 WHERE id = ?1 AND state = 1 AND attempts = ?2")
-                .and_then(|mut st| st.execute(params![id, attempt, now(), error]))
+                .prepare_cached("UPDATE jobs SET state = 2, due = ?3, error = ?4 WHERE id = ?1 AND state = 1 AND lease = ?2")
+                .and_then(|mut st| st.execute(params![id, lease_id, now(), error]))
                 .ctx("burying a job")?;
             Ok(n > 0)
         })
@@ -456,7 +460,7 @@ impl Cache {
 }
 
 const JOB_COLUMNS: &str =
-    "id, queue, state, due, attempts, max_attempts, created, error, dedupe, kind, crc, filename, value";
+    "id, queue, state, due, attempts, max_attempts, created, error, dedupe, kind, crc, filename, value, lease";
 
 struct JobRow {
     id: i64,
@@ -472,6 +476,7 @@ struct JobRow {
     crc: u32,
     filename: Option<String>,
     inline: Inline,
+    lease: i64,
 }
 
 fn job_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRow> {
@@ -496,6 +501,7 @@ fn job_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRow> {
             Sql::Text(t) => Inline::Text(t.to_vec()),
             Sql::Blob(b) => Inline::Blob(b.to_vec()),
         },
+        lease: r.get(13)?,
     })
 }
 

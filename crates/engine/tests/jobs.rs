@@ -31,9 +31,9 @@ fn take_finish_and_lasting_ids() {
         (a, 1, Ok(StoredValue::Int(1)))
     );
     assert!(job.lease_deadline > 0.0);
-    assert!(cache.job_finish(job.id, job.attempts).unwrap());
+    assert!(cache.job_finish(job.id, job.lease).unwrap());
     assert!(
-        !cache.job_finish(job.id, job.attempts).unwrap(),
+        !cache.job_finish(job.id, job.lease).unwrap(),
         "finishing twice does nothing"
     );
     let c = put(&cache, "q", 3);
@@ -51,18 +51,18 @@ fn an_expired_lease_is_taken_again_and_the_old_holder_is_fenced_off() {
     assert_eq!((second.id, second.attempts), (id, 2));
     assert_eq!(second.error.as_deref(), Some("lease expired"));
     assert!(
-        !cache.job_finish(first.id, first.attempts).unwrap(),
+        !cache.job_finish(first.id, first.lease).unwrap(),
         "the first worker lost its lease"
     );
     assert!(cache
-        .job_extend(first.id, first.attempts, 10.0)
+        .job_extend(first.id, first.lease, 10.0)
         .unwrap()
         .is_none());
     assert!(cache
-        .job_extend(second.id, second.attempts, 60.0)
+        .job_extend(second.id, second.lease, 60.0)
         .unwrap()
         .is_some());
-    assert!(cache.job_finish(second.id, second.attempts).unwrap());
+    assert!(cache.job_finish(second.id, second.lease).unwrap());
 }
 
 #[test]
@@ -78,7 +78,7 @@ fn failures_retry_then_go_to_the_dead_letter_list() {
         .id();
     let j = cache.job_take(&["q"], 30.0, 1).unwrap().remove(0);
     assert_eq!(
-        cache.job_fail(j.id, j.attempts, "boom", 0.05).unwrap(),
+        cache.job_fail(j.id, j.lease, "boom", 0.05).unwrap(),
         Some(JobState::Ready)
     );
     assert!(
@@ -90,7 +90,7 @@ fn failures_retry_then_go_to_the_dead_letter_list() {
     let j = cache.job_take(&["q"], 30.0, 1).unwrap().remove(0);
     assert_eq!(j.error.as_deref(), Some("boom"));
     assert_eq!(
-        cache.job_fail(j.id, j.attempts, "boom again", 0.0).unwrap(),
+        cache.job_fail(j.id, j.lease, "boom again", 0.0).unwrap(),
         Some(JobState::Dead)
     );
     let dead = cache.job_dead("q", 0, 10).unwrap();
@@ -134,7 +134,7 @@ fn release_does_not_count_an_attempt() {
     let (_d, cache) = open();
     put(&cache, "q", 1);
     let j = cache.job_take(&["q"], 30.0, 1).unwrap().remove(0);
-    assert!(cache.job_release(j.id, j.attempts, 0.0).unwrap());
+    assert!(cache.job_release(j.id, j.lease, 0.0).unwrap());
     let j = cache.job_take(&["q"], 30.0, 1).unwrap().remove(0);
     assert_eq!(j.attempts, 1);
 }
@@ -159,12 +159,11 @@ fn unique_keys_priorities_and_delays() {
     cache.job_put("urgent", ValueRef::Int(0), &later).unwrap();
     put(&cache, "urgent", 10);
     put(&cache, "transcode", 20);
-    let order: Vec<StoredValue> = cache
+    let taken = cache
         .job_take(&["urgent", "transcode", "email"], 30.0, 10)
-        .unwrap()
-        .into_iter()
-        .map(|j| j.value.unwrap())
-        .collect();
+        .unwrap();
+    let taken_email_lease = taken[2].lease;
+    let order: Vec<StoredValue> = taken.into_iter().map(|j| j.value.unwrap()).collect();
     assert_eq!(
         order,
         vec![
@@ -178,7 +177,9 @@ fn unique_keys_priorities_and_delays() {
     // Once the unique job is finished, the key is free again.
     let info = cache.job_info(first.id()).unwrap().unwrap();
     assert_eq!(info.state, JobState::Leased);
-    assert!(cache.job_finish(first.id(), 1).unwrap());
+    let lease = cache.job_info(first.id()).unwrap().unwrap();
+    assert_eq!(lease.attempts, 1);
+    assert!(cache.job_finish(first.id(), taken_email_lease).unwrap());
     assert!(matches!(
         cache.job_put("email", ValueRef::Int(3), &u).unwrap(),
         Put::Added(_)
@@ -200,7 +201,7 @@ fn large_job_values_live_in_files_that_check_knows() {
     assert!(cache.check(false).unwrap().is_empty());
     let j = cache.job_take(&["q"], 30.0, 1).unwrap().remove(0);
     assert_eq!(j.value, Ok(StoredValue::Bytes(big)));
-    assert!(cache.job_finish(j.id, j.attempts).unwrap());
+    assert!(cache.job_finish(j.id, j.lease).unwrap());
     assert!(
         cache.check(false).unwrap().is_empty(),
         "the finished job's file was removed"
@@ -247,7 +248,7 @@ fn threads_take_each_job_once() {
                     if let Ok(StoredValue::Int(v)) = j.value {
                         seen.lock().unwrap().push(v);
                     }
-                    assert!(cache.job_finish(j.id, j.attempts).unwrap());
+                    assert!(cache.job_finish(j.id, j.lease).unwrap());
                 }
             });
         }
@@ -262,6 +263,33 @@ fn burying_sends_a_job_to_the_dead_letter_list_at_once() {
     let (_d, cache) = open();
     let id = put(&cache, "q", 1);
     let j = cache.job_take(&["q"], 30.0, 1).unwrap().remove(0);
-    assert!(cache.job_bury(j.id, j.attempts, "unreadable").unwrap());
+    assert!(cache.job_bury(j.id, j.lease, "unreadable").unwrap());
     assert_eq!(cache.job_dead("q", 0, 10).unwrap()[0].id, id);
+}
+
+#[test]
+fn a_released_or_requeued_job_gets_a_new_lease_so_stale_holders_are_fenced_off() {
+    let (_d, cache) = open();
+    let opts = JobOptions {
+        max_attempts: 1,
+        ..JobOptions::default()
+    };
+    let id = cache.job_put("q", ValueRef::Int(1), &opts).unwrap().id();
+    let first = cache.job_take(&["q"], 30.0, 1).unwrap().remove(0);
+    assert!(cache.job_release(first.id, first.lease, 0.0).unwrap());
+    let second = cache.job_take(&["q"], 30.0, 1).unwrap().remove(0);
+    assert_eq!(second.attempts, 1, "the release did not count");
+    assert!(
+        !cache.job_finish(first.id, first.lease).unwrap(),
+        "the first holder is fenced off"
+    );
+    assert_eq!(
+        cache.job_fail(second.id, second.lease, "x", 0.0).unwrap(),
+        Some(JobState::Dead)
+    );
+    assert!(cache.job_requeue(id, 0.0).unwrap());
+    let third = cache.job_take(&["q"], 30.0, 1).unwrap().remove(0);
+    assert_eq!(third.attempts, 1);
+    assert!(!cache.job_finish(second.id, second.lease).unwrap());
+    assert!(cache.job_finish(third.id, third.lease).unwrap());
 }
