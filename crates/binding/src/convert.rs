@@ -730,6 +730,8 @@ pub(crate) enum Fetched {
     Value(Result<Value, String>),
     Pickled(Vec<u8>),
     File(std::path::PathBuf),
+    /// Bytes left in their value file, read straight into a `bytes` by the caller.
+    Deferred(diskcache_oxide_engine::ValueFile),
 }
 
 impl From<StoredValue> for Fetched {
@@ -743,6 +745,7 @@ impl From<StoredValue> for Fetched {
             StoredValue::Encoded(b) => Fetched::Value(decode_bytes(&b)),
             StoredValue::Pickled(b) => Fetched::Pickled(b),
             StoredValue::File(p) => Fetched::File(p),
+            StoredValue::Deferred(f) => Fetched::Deferred(f),
         }
     }
 }
@@ -761,6 +764,13 @@ pub(crate) fn fetched_to_py(
         Fetched::Value(Err(m)) => return Err(corrupt(py, "value", &m)),
         Fetched::Pickled(b) => unpickle(py, &b, pickle)?,
         Fetched::File(path) => pyobj::open_value_file(py)?.call1((path,))?,
+        Fetched::Deferred(_) => {
+            return Err(corrupt(
+                py,
+                "value",
+                "a deferred value reached the generic conversion",
+            ))
+        }
     })
 }
 

@@ -63,6 +63,21 @@ where
     }
 }
 
+/// Read a large value file straight into a new `bytes` (one allocation, one copy), the GIL
+/// released while reading. `None` if the file is gone.
+fn read_deferred<'py>(
+    py: Python<'py>,
+    cache: &diskcache_oxide_engine::Cache,
+    file: &diskcache_oxide_engine::ValueFile,
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let mut found = true;
+    let bytes = PyBytes::new_with(py, file.size as usize, |buf| {
+        found = py.detach(|| cache.read_value_file(file, buf)).py_err(py)?;
+        Ok(())
+    })?;
+    Ok(found.then_some(bytes))
+}
+
 fn now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -222,11 +237,29 @@ impl CacheCore {
         let h = self.h()?;
         let k = key_from_py(py, key, &h.ctx())?;
         let cache = &*h.cache;
-        let got: PyResult<Got> = run(py, retry, || {
-            Ok(cache
-                .get(&k, read)?
-                .map(|e| (Fetched::from(e.value), e.expire_time, e.tag)))
-        });
+        let fetch = || -> Result<Got, Error> {
+            let entry = if read {
+                cache.get(&k, true)?
+            } else {
+                cache.get_deferred(&k)?
+            };
+            Ok(entry.map(|e| (Fetched::from(e.value), e.expire_time, e.tag)))
+        };
+        let got = match run(py, retry, fetch) {
+            Ok(Some((Fetched::Deferred(file), expire, tag))) => {
+                match read_deferred(py, cache, &file) {
+                    Ok(Some(bytes)) => return Ok(Some((bytes.into_any(), expire, tag))),
+                    // The file went away under a concurrent delete or overwrite: ask again.
+                    Ok(None) => run(py, retry, || {
+                        Ok(cache
+                            .get(&k, false)?
+                            .map(|e| (Fetched::from(e.value), e.expire_time, e.tag)))
+                    }),
+                    Err(e) => Err(e),
+                }
+            }
+            other => other,
+        };
         match got {
             Ok(got) => self.convert_got(py, h, key, got),
             Err(e) => self.decode_miss(py, h, key, e).map(|()| None),

@@ -226,6 +226,17 @@ pub(crate) fn decode_candidate(c: &Candidate, pickle: bool) -> Decoded {
         StoredValue::File(path) => {
             Python::attach(|py| settle(py, fetched_to_py(py, Fetched::File(path.clone()), pickle)))
         }
+        // Only `get_deferred` defers; queue reads load values whole.
+        StoredValue::Deferred(_) => Python::attach(|py| {
+            settle(
+                py,
+                Err(crate::convert::corrupt(
+                    py,
+                    "value",
+                    "unexpected deferred value",
+                )),
+            )
+        }),
     }
 }
 

@@ -9,7 +9,7 @@ use crate::files::{Found, ValueFiles};
 use crate::key::{Key, Scalar, RAW_ENCODED, RAW_NATIVE, RAW_PICKLED};
 use crate::lock::DirLock;
 use crate::settings::{EvictionPolicy, SettingValue, Settings};
-use crate::stored::{checksum, Entry, Kind, StoredValue, ValueRef};
+use crate::stored::{checksum, Entry, Kind, StoredValue, ValueFile, ValueRef};
 use crate::{Error, Result};
 use rusqlite::types::{ToSqlOutput, Value as SqlValue, ValueRef as Sql};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -111,6 +111,17 @@ impl Drop for Conn {
             unsafe { ManuallyDrop::drop(&mut self.db) }
         }
     }
+}
+
+/// What a read does with bytes kept in a value file.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum FileMode {
+    /// Read them into memory.
+    Read,
+    /// Verify them and return the file's path (python-diskcache's `read=True`).
+    Handle,
+    /// Leave them for the caller to read into its own buffer.
+    Defer,
 }
 
 /// A row's value columns, copied out of SQLite.
@@ -521,6 +532,17 @@ impl Cache {
     }
 
     pub(crate) fn load(&self, row: &mut Row, as_file: bool) -> Result<Found<StoredValue>> {
+        self.load_mode(
+            row,
+            if as_file {
+                FileMode::Handle
+            } else {
+                FileMode::Read
+            },
+        )
+    }
+
+    fn load_mode(&self, row: &mut Row, mode: FileMode) -> Result<Found<StoredValue>> {
         let kind = Kind::from_i64(row.kind)?;
         let crc = row.crc;
         let Some(name) = row.filename.as_deref() else {
@@ -528,7 +550,15 @@ impl Cache {
             return load_inline(kind, crc, inline).map(Found::Yes);
         };
         let files = &self.inner.files;
-        if as_file && kind == Kind::Bytes {
+        if mode == FileMode::Defer && kind == Kind::Bytes {
+            let file = ValueFile {
+                name: name.to_owned(),
+                crc,
+                size: row.size.max(0) as u64,
+            };
+            return Ok(Found::Yes(StoredValue::Deferred(file)));
+        }
+        if mode == FileMode::Handle && kind == Kind::Bytes {
             return Ok(match files.verify(name, crc)? {
                 Found::Yes(_) => Found::Yes(StoredValue::File(files.path(name))),
                 Found::Missing => Found::Missing,
@@ -573,6 +603,34 @@ impl Cache {
     /// Read an unexpired entry. With `as_file`, bytes kept in a value file come back as
     /// `StoredValue::File` (checksum verified) rather than read into memory.
     pub fn get(&self, key: &Key, as_file: bool) -> Result<Option<Entry>> {
+        self.get_mode(
+            key,
+            if as_file {
+                FileMode::Handle
+            } else {
+                FileMode::Read
+            },
+        )
+    }
+
+    /// Like `get`, but bytes kept in a value file come back as [`StoredValue::Deferred`], for the
+    /// caller to read with [`Cache::read_value_file`] into a buffer of its own: one allocation
+    /// and one copy for a large value instead of two.
+    pub fn get_deferred(&self, key: &Key) -> Result<Option<Entry>> {
+        self.get_mode(key, FileMode::Defer)
+    }
+
+    /// Read a deferred value file into `buf` (exactly `file.size` bytes) and verify its checksum.
+    /// Returns false if the file is gone (a concurrent delete won; treat the read as a miss and
+    /// ask again).
+    pub fn read_value_file(&self, file: &ValueFile, buf: &mut [u8]) -> Result<bool> {
+        Ok(matches!(
+            self.inner.files.read_into(&file.name, file.crc, buf)?,
+            Found::Yes(())
+        ))
+    }
+
+    fn get_mode(&self, key: &Key, mode: FileMode) -> Result<Option<Entry>> {
         let s = self.hot();
         let bookkeeping = s.statistics
             || matches!(
@@ -584,7 +642,7 @@ impl Cache {
                 let now = now();
                 let found = match self.read_row(db, key)? {
                     Some(mut row) if live(row.expire_time, now) => {
-                        match self.load(&mut row, as_file)? {
+                        match self.load_mode(&mut row, mode)? {
                             Found::Yes(v) => Some((row, v)),
                             Found::Missing => None,
                         }
@@ -615,7 +673,7 @@ impl Cache {
             if !live(row.expire_time, now()) {
                 return Ok(None);
             }
-            match self.load(&mut row, as_file)? {
+            match self.load_mode(&mut row, mode)? {
                 Found::Yes(value) => {
                     return Ok(Some(Entry {
                         value,

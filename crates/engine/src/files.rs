@@ -217,6 +217,28 @@ impl ValueFiles {
         Ok(Found::Yes(data))
     }
 
+    /// Read a value file into `buf`, which must be exactly as long as the file, and check its
+    /// checksum.
+    pub(crate) fn read_into(&self, name: &str, crc: u32, buf: &mut [u8]) -> Result<Found<()>> {
+        let mut f = match self.open_file(name)? {
+            Found::Yes(f) => f,
+            Found::Missing => return Ok(Found::Missing),
+        };
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        if len != buf.len() as u64 {
+            return Err(Error::corrupt(format!(
+                "value file {name:?} is {len} bytes long, but its row says {}",
+                buf.len()
+            )));
+        }
+        f.read_exact(buf)
+            .map_err(|e| Error::io("reading a value file", Some(self.path(name)), e))?;
+        if crc32c::crc32c(buf) != crc {
+            return Err(checksum_error(name));
+        }
+        Ok(Found::Yes(()))
+    }
+
     /// Check a value file's checksum without keeping its contents (for read handles).
     pub(crate) fn verify(&self, name: &str, crc: u32) -> Result<Found<u64>> {
         let mut f = match self.open_file(name)? {

@@ -35,4 +35,4 @@ pub use jobs::{Job, JobCounts, JobInfo, JobOptions, JobState, Put, Swept};
 pub use key::{Key, Scalar};
 pub use queue::{Candidate, Side, Verdict, QUEUE_MAX, QUEUE_START};
 pub use settings::{EvictionPolicy, SettingValue, Settings, SETTING_NAMES};
-pub use stored::{checksum, Entry, Kind, StoredValue, ValueRef};
+pub use stored::{checksum, Entry, Kind, StoredValue, ValueFile, ValueRef};

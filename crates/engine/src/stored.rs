@@ -96,6 +96,17 @@ pub enum StoredValue {
     /// Bytes kept in a value file, returned as the file's path when the caller asked
     /// for a handle (python-diskcache's `read=True`). The file's checksum was verified.
     File(PathBuf),
+    /// Bytes kept in a value file, not read yet (from [`crate::Cache::get_deferred`]).
+    Deferred(ValueFile),
+}
+
+/// A value file a deferred read names; read it with [`crate::Cache::read_value_file`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValueFile {
+    pub(crate) name: String,
+    pub(crate) crc: u32,
+    /// Its length in bytes, as recorded when it was written.
+    pub size: u64,
 }
 
 impl StoredValue {
@@ -113,6 +124,12 @@ impl StoredValue {
             StoredValue::File(p) => Value::Bytes(
                 std::fs::read(&p).map_err(|e| Error::io("reading a value file", Some(p), e))?,
             ),
+            StoredValue::Deferred(f) => {
+                return Err(Error::invalid(format!(
+                    "a deferred value ({} bytes) must be read with Cache::read_value_file",
+                    f.size
+                )))
+            }
         })
     }
 }

@@ -585,3 +585,38 @@ fn prefixed_key_scans_see_only_their_prefix() {
     assert_eq!(back, vec![Key::from("running:a")]);
     assert_eq!(cache.keys_prefixed("", None, false, 100).unwrap().len(), 6);
 }
+
+#[test]
+fn deferred_reads_fill_the_callers_buffer_and_check_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = open(dir.path());
+    let big = vec![4u8; 70_000];
+    cache
+        .set(&"f".into(), ValueRef::Bytes(&big), &opts())
+        .unwrap();
+    cache
+        .set(&"small".into(), ValueRef::Bytes(b"abc"), &opts())
+        .unwrap();
+    assert_eq!(
+        cache.get_deferred(&"small".into()).unwrap().unwrap().value,
+        StoredValue::Bytes(b"abc".to_vec()),
+        "inline values are returned as usual"
+    );
+    let StoredValue::Deferred(file) = cache.get_deferred(&"f".into()).unwrap().unwrap().value
+    else {
+        panic!("expected a deferred value");
+    };
+    assert_eq!(file.size, 70_000);
+    let mut buf = vec![0u8; file.size as usize];
+    assert!(cache.read_value_file(&file, &mut buf).unwrap());
+    assert_eq!(buf, big);
+    assert!(matches!(
+        cache.read_value_file(&file, &mut [0u8; 3]),
+        Err(Error::Corrupt(_))
+    ));
+    cache.delete(&"f".into()).unwrap();
+    assert!(
+        !cache.read_value_file(&file, &mut buf).unwrap(),
+        "a deleted file reads as gone"
+    );
+}
