@@ -10,6 +10,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 .PHONY: demo test bench build lint rust-test py-test clean
 
 demo: build
+	$(BIN)/python examples/queue_demo.py
 	$(BIN)/python examples/demo.py
 
 test: lint rust-test py-test
@@ -32,6 +33,7 @@ py-test: build
 
 bench: build
 	$(BIN)/python benches/bench_cache.py
+	$(BIN)/python benches/bench_queue.py
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

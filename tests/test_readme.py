@@ -21,3 +21,15 @@ def test_quickstart_runs(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "('python', 'rust')" in out
     assert "[1, 2, None]" in out
+
+
+def test_work_queue_example_runs(capsys):
+    text = README.read_text(encoding="utf-8")
+    match = re.search(r"## Work queue.*?```python\n(.*?)```", text, re.S)
+    assert match, "README.md has no python code block under 'Work queue'"
+    exec(compile(match.group(1), "README.md", "exec"), {"__name__": "readme"})
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "transcode-500000000000000 {'episode': 510}",
+        "{'episode': 511}",
+    ]
