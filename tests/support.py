@@ -328,3 +328,13 @@ def worker_hold_transaction(
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit("support.py is a helper module for the tests")
+
+
+def worker_ping_pong_writer(impl_name: str, directory: str, rounds: int, conn: Any) -> None:
+    """Write ``n = i`` and tell the other process, for ``rounds`` rounds (waiting for an ack)."""
+    cache = _module(impl_name).Cache(directory)
+    for i in range(rounds):
+        cache.set("n", i)
+        conn.send(i)
+        conn.recv()
+    cache.close()

@@ -170,3 +170,28 @@ def test_handle_used_after_fork(cache):
     # and the parent's handle still works, and sees the child's writes
     assert cache["child"] == "hello from the child"
     assert cache.incr("n") == 3
+
+
+def test_a_reader_sees_each_write_of_another_process_at_once(tmp_path, dc):
+    """Repeated reads may be served without touching SQLite's locks (D-017); a commit by any
+    process must still be seen by the very next read."""
+    directory = str(tmp_path / "pingpong")
+    reader = dc.Cache(directory)
+    ours, theirs = SPAWN.Pipe()
+    writer = SPAWN.Process(
+        target=support.worker_ping_pong_writer, args=(support.IMPL_NAME, directory, 300, theirs)
+    )
+    writer.start()
+    try:
+        for expected in range(300):
+            assert ours.poll(60), "the writer process stopped answering"
+            assert ours.recv() == expected
+            for _ in range(3):
+                assert reader.get("n") == expected
+            ours.send("ack")
+    finally:
+        writer.join(60)
+        if writer.is_alive():
+            writer.kill()
+    assert writer.exitcode == 0
+    reader.close()

@@ -8,6 +8,7 @@ use crate::error::{sql_error, SqlContext};
 use crate::files::{Found, ValueFiles};
 use crate::key::{Key, Scalar, RAW_ENCODED, RAW_NATIVE, RAW_PICKLED};
 use crate::lock::DirLock;
+use crate::recent::Recent;
 use crate::settings::{EvictionPolicy, SettingValue, Settings};
 use crate::stored::{checksum, Entry, Kind, StoredValue, ValueFile, ValueRef};
 use crate::{Error, Result};
@@ -100,6 +101,8 @@ struct Conn {
     unlink_on_commit: Vec<String>,
     /// Files written inside the transaction: unlinked if it rolls back.
     unlink_on_rollback: Vec<String>,
+    /// Small values read lately, valid until anyone commits (D-017).
+    recent: Recent,
 }
 
 impl Drop for Conn {
@@ -236,6 +239,7 @@ impl Cache {
             generation: 0,
             unlink_on_commit: Vec::new(),
             unlink_on_rollback: Vec::new(),
+            recent: Recent::new(),
         };
         *inner.conns.get_or(|| RefCell::new(None)).borrow_mut() = Some(conn);
         Ok(Cache {
@@ -312,6 +316,7 @@ impl Cache {
             generation: self.inner.generation.load(Ordering::Acquire),
             unlink_on_commit: Vec::new(),
             unlink_on_rollback: Vec::new(),
+            recent: Recent::new(),
         })
     }
 
@@ -667,6 +672,20 @@ impl Cache {
             });
         }
         self.with_conn(|c| loop {
+            // Taken before the read: a commit after it shows as a changed header later.
+            let header = if c.depth == 0 {
+                c.recent.now(&c.db)
+            } else {
+                None
+            };
+            if let Some(h) = &header {
+                if let Some(e) = c.recent.get(h, key) {
+                    if live(e.expire_time, now()) {
+                        return Ok(Some(e.clone()));
+                    }
+                    return Ok(None);
+                }
+            }
             let Some(mut row) = self.read_row(&c.db, key)? else {
                 return Ok(None);
             };
@@ -675,11 +694,15 @@ impl Cache {
             }
             match self.load_mode(&mut row, mode)? {
                 Found::Yes(value) => {
-                    return Ok(Some(Entry {
+                    let entry = Entry {
                         value,
                         expire_time: row.expire_time,
                         tag: row.tag,
-                    }))
+                    };
+                    if let Some(h) = header {
+                        c.recent.put(h, key, &entry);
+                    }
+                    return Ok(Some(entry));
                 }
                 Found::Missing => {
                     let name = row.filename.unwrap_or_default();

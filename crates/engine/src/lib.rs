@@ -25,6 +25,7 @@ mod jobs;
 mod key;
 mod lock;
 mod queue;
+mod recent;
 mod settings;
 mod stored;
 pub mod value;

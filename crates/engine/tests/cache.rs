@@ -620,3 +620,48 @@ fn deferred_reads_fill_the_callers_buffer_and_check_it() {
         "a deleted file reads as gone"
     );
 }
+
+#[test]
+fn a_repeated_read_sees_every_write_committed_in_between() {
+    let dir = tempfile::tempdir().unwrap();
+    let reader = open(dir.path());
+    let writer = open(dir.path());
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // The writer runs on its own thread, so on its own connection.
+            for i in 0..300i64 {
+                writer.set(&"k".into(), ValueRef::Int(i), &opts()).unwrap();
+                for _ in 0..3 {
+                    assert_eq!(
+                        get(&reader, "k"),
+                        Some(StoredValue::Int(i)),
+                        "stale read after write {i}"
+                    );
+                }
+            }
+        });
+    });
+    // Expiry is checked on every read, cached or not.
+    reader
+        .set(
+            &"e".into(),
+            ValueRef::Int(1),
+            &WriteOptions {
+                expire: Some(0.05),
+                tag: None,
+            },
+        )
+        .unwrap();
+    assert!(get(&reader, "e").is_some());
+    assert!(get(&reader, "e").is_some());
+    std::thread::sleep(Duration::from_millis(60));
+    assert!(get(&reader, "e").is_none());
+    // Inside a transaction a read sees the transaction's own writes.
+    reader.set(&"t".into(), ValueRef::Int(1), &opts()).unwrap();
+    assert_eq!(get(&reader, "t"), Some(StoredValue::Int(1)));
+    reader.begin().unwrap();
+    reader.set(&"t".into(), ValueRef::Int(2), &opts()).unwrap();
+    assert_eq!(get(&reader, "t"), Some(StoredValue::Int(2)));
+    reader.end(false).unwrap();
+    assert_eq!(get(&reader, "t"), Some(StoredValue::Int(1)));
+}
