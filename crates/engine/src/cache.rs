@@ -177,6 +177,33 @@ impl From<&Settings> for Hot {
     }
 }
 
+/// When and how an entry is written: the time, its expiry and its tag.
+pub(crate) struct Stamp<'o> {
+    pub(crate) now: f64,
+    pub(crate) expire_time: Option<f64>,
+    pub(crate) tag: &'o Option<Scalar>,
+}
+
+impl<'o> Stamp<'o> {
+    pub(crate) fn new(options: &'o WriteOptions) -> Stamp<'o> {
+        let now = now();
+        Stamp {
+            now,
+            expire_time: options.expire.map(|e| now + e),
+            tag: &options.tag,
+        }
+    }
+}
+
+/// Whether a write may find its key already present.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fresh {
+    /// Look for the key and overwrite it in place if present.
+    Maybe,
+    /// The caller knows the key is absent (a queue push just numbered it): insert directly.
+    Known,
+}
+
 /// Count and size changes of one operation, applied to `meta` in one statement.
 #[derive(Default)]
 pub(crate) struct Delta {
@@ -960,22 +987,9 @@ impl Cache {
 
     pub fn set(&self, key: &Key, value: ValueRef<'_>, options: &WriteOptions) -> Result<()> {
         let (prepared, file) = self.prepare(value)?;
-        let now = now();
-        let expire_time = options.expire.map(|e| now + e);
+        let stamp = Stamp::new(options);
         self.write(file, |db, unlink| {
-            let mut delta = Delta::default();
-            self.upsert(
-                db,
-                key,
-                &prepared,
-                expire_time,
-                &options.tag,
-                now,
-                unlink,
-                &mut delta,
-            )?;
-            self.cull_in(db, now, unlink, &mut delta)?;
-            apply_delta(db, &delta)
+            self.store(db, key, &prepared, &stamp, Fresh::Maybe, unlink)
         })
     }
 
@@ -1026,22 +1040,9 @@ impl Cache {
             inline: None,
             file: Some(name.clone()),
         };
-        let now = now();
-        let expire_time = options.expire.map(|e| now + e);
+        let stamp = Stamp::new(options);
         self.write(Some((name, lock)), |db, unlink| {
-            let mut delta = Delta::default();
-            self.upsert(
-                db,
-                key,
-                &prepared,
-                expire_time,
-                &options.tag,
-                now,
-                unlink,
-                &mut delta,
-            )?;
-            self.cull_in(db, now, unlink, &mut delta)?;
-            apply_delta(db, &delta)
+            self.store(db, key, &prepared, &stamp, Fresh::Maybe, unlink)
         })
     }
 
@@ -1049,8 +1050,8 @@ impl Cache {
     pub fn add(&self, key: &Key, value: ValueRef<'_>, options: &WriteOptions) -> Result<bool> {
         let (prepared, file) = self.prepare(value)?;
         let new_file = prepared.file.clone();
-        let now = now();
-        let expire_time = options.expire.map(|e| now + e);
+        let stamp = Stamp::new(options);
+        let now = stamp.now;
         self.write(file, |db, unlink| {
             let (k, raw) = key_sql(key);
             let existing: Option<Option<f64>> = db
@@ -1061,19 +1062,7 @@ impl Cache {
                 unlink.extend(new_file);
                 return Ok(false);
             }
-            let mut delta = Delta::default();
-            self.upsert(
-                db,
-                key,
-                &prepared,
-                expire_time,
-                &options.tag,
-                now,
-                unlink,
-                &mut delta,
-            )?;
-            self.cull_in(db, now, unlink, &mut delta)?;
-            apply_delta(db, &delta)?;
+            self.store(db, key, &prepared, &stamp, Fresh::Maybe, unlink)?;
             Ok(true)
         })
     }
@@ -1082,24 +1071,14 @@ impl Cache {
     pub fn set_many(&self, items: &[(Key, ValueRef<'_>)], options: &WriteOptions) -> Result<()> {
         let values: Vec<ValueRef<'_>> = items.iter().map(|(_, v)| *v).collect();
         let (prepared, files, lock) = self.prepare_many(&values)?;
-        let now = now();
-        let expire_time = options.expire.map(|e| now + e);
+        let stamp = Stamp::new(options);
         let result = self.write(None, |db, unlink| {
             drop(lock);
             let mut delta = Delta::default();
             for ((key, _), p) in items.iter().zip(&prepared) {
-                self.upsert(
-                    db,
-                    key,
-                    p,
-                    expire_time,
-                    &options.tag,
-                    now,
-                    unlink,
-                    &mut delta,
-                )?;
+                self.upsert(db, key, p, &stamp, Fresh::Maybe, unlink, &mut delta)?;
             }
-            self.cull_in(db, now, unlink, &mut delta)?;
+            self.cull_in(db, stamp.now, unlink, &mut delta)?;
             apply_delta(db, &delta)
         });
         self.settle_new_files(files, result.is_ok())?;
@@ -1155,20 +1134,29 @@ impl Cache {
         db: &Connection,
         key: &Key,
         p: &Prepared<'_>,
-        expire_time: Option<f64>,
-        tag: &Option<Scalar>,
-        now: f64,
+        stamp: &Stamp<'_>,
+        fresh: Fresh,
         unlink: &mut Vec<String>,
         delta: &mut Delta,
     ) -> Result<()> {
+        let Stamp {
+            now,
+            expire_time,
+            tag,
+        } = *stamp;
         let (k, raw) = key_sql(key);
-        let old: Option<(i64, Option<String>, i64)> = db
-            .prepare_cached("SELECT rowid, filename, size FROM cache WHERE key = ?1 AND raw = ?2")
-            .and_then(|mut st| {
-                st.query_row(params![k, raw], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                    .optional()
-            })
-            .ctx("writing an entry")?;
+        let old: Option<(i64, Option<String>, i64)> = match fresh {
+            Fresh::Known => None,
+            Fresh::Maybe => db
+                .prepare_cached(
+                    "SELECT rowid, filename, size FROM cache WHERE key = ?1 AND raw = ?2",
+                )
+                .and_then(|mut st| {
+                    st.query_row(params![k, raw], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                        .optional()
+                })
+                .ctx("writing an entry")?,
+        };
         let value = inline_sql(p.inline);
         let tag = scalar_sql(tag);
         match old {
@@ -1198,6 +1186,22 @@ impl Cache {
             }
         }
         Ok(())
+    }
+
+    /// One entry written the way every write does it: upsert, cull on write, update the counters.
+    pub(crate) fn store(
+        &self,
+        db: &Connection,
+        key: &Key,
+        p: &Prepared<'_>,
+        stamp: &Stamp<'_>,
+        fresh: Fresh,
+        unlink: &mut Vec<String>,
+    ) -> Result<()> {
+        let mut delta = Delta::default();
+        self.upsert(db, key, p, stamp, fresh, unlink, &mut delta)?;
+        self.cull_in(db, stamp.now, unlink, &mut delta)?;
+        apply_delta(db, &delta)
     }
 
     /// python-diskcache's cull on write: up to `cull_limit` expired entries, then, while the
@@ -1327,7 +1331,6 @@ impl Cache {
                     .optional()
                 })
                 .ctx("incrementing an entry")?;
-            let mut d = Delta::default();
             let expired = |e: Option<f64>| e.is_some_and(|t| t < now);
             let fresh = old.as_ref().is_none_or(|c| expired(c.expire_time));
             if fresh {
@@ -1340,9 +1343,8 @@ impl Cache {
                     inline: Some(ValueRef::Int(value)),
                     file: None,
                 };
-                self.upsert(db, key, &p, None, &None, now, unlink, &mut d)?;
-                self.cull_in(db, now, unlink, &mut d)?;
-                apply_delta(db, &d)?;
+                let stamp = Stamp { now, expire_time: None, tag: &None };
+                self.store(db, key, &p, &stamp, Fresh::Maybe, unlink)?;
                 return Ok(Incr::Value(value));
             }
             let Some(Counter { rowid, int: Some((current, crc)), .. }) = old else { return Ok(Incr::NotInt) };

@@ -4,7 +4,7 @@
 //! an int in `0..=999_999_999_999_999` without a prefix. Other keys that sort inside the range
 //! are stepped over, never pulled or numbered.
 
-use crate::cache::{apply_delta, now, Cache, Delta};
+use crate::cache::{apply_delta, now, Cache, Delta, Fresh, Stamp};
 use crate::error::SqlContext;
 use crate::files::Found;
 use crate::key::{Key, Scalar};
@@ -155,23 +155,10 @@ impl Cache {
         check_prefix(prefix)?;
         let (prepared, file) = self.prepare(value)?;
         let range = Range::new(prefix);
-        let now = now();
-        let expire_time = options.expire.map(|e| now + e);
+        let stamp = Stamp::new(options);
         self.write(file, |db, unlink| {
-            let mut delta = Delta::default();
             let key = next_key(db, &range, side)?;
-            self.upsert(
-                db,
-                &key,
-                &prepared,
-                expire_time,
-                &options.tag,
-                now,
-                unlink,
-                &mut delta,
-            )?;
-            self.cull_in(db, now, unlink, &mut delta)?;
-            apply_delta(db, &delta)?;
+            self.store(db, &key, &prepared, &stamp, Fresh::Known, unlink)?;
             Ok(key)
         })
     }
@@ -187,27 +174,17 @@ impl Cache {
         check_prefix(prefix)?;
         let (prepared, files, lock) = self.prepare_many(values)?;
         let range = Range::new(prefix);
-        let now = now();
-        let expire_time = options.expire.map(|e| now + e);
+        let stamp = Stamp::new(options);
         let result = self.write(None, |db, unlink| {
             drop(lock);
             let mut delta = Delta::default();
             let mut keys = Vec::with_capacity(values.len());
             for p in &prepared {
                 let key = next_key(db, &range, side)?;
-                self.upsert(
-                    db,
-                    &key,
-                    p,
-                    expire_time,
-                    &options.tag,
-                    now,
-                    unlink,
-                    &mut delta,
-                )?;
+                self.upsert(db, &key, p, &stamp, Fresh::Known, unlink, &mut delta)?;
                 keys.push(key);
             }
-            self.cull_in(db, now, unlink, &mut delta)?;
+            self.cull_in(db, stamp.now, unlink, &mut delta)?;
             apply_delta(db, &delta)?;
             Ok(keys)
         });
