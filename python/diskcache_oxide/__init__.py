@@ -9,6 +9,7 @@ that survive a worker's crash.
 from __future__ import annotations
 
 from ._core import __version__
+from .caches import Caches
 from .core import DEFAULT_SETTINGS, ENOVAL, EVICTION_POLICY, UNKNOWN, Cache, Constant
 from .errors import (
     CacheError,
@@ -17,14 +18,18 @@ from .errors import (
     DecodeError,
     EmptyDirWarning,
     FormatVersionError,
+    LayoutMismatchError,
     NotACacheError,
+    ReadOnlyError,
     Timeout,
     UnknownFileWarning,
     UnknownTypeError,
     UnsafeValueError,
     UnsupportedTypeError,
 )
+from .fanout import FanoutCache
 from .jobs import Job, JobCounts, JobInfo, JobQueue, Swept
+from .null import NullCache
 from .registry import register_type, registered_types, unregister_type
 
 __all__ = [
@@ -34,17 +39,22 @@ __all__ = [
     "UNKNOWN",
     "Cache",
     "CacheError",
+    "Caches",
     "Constant",
     "CorruptValueError",
     "DatabaseError",
     "DecodeError",
     "EmptyDirWarning",
+    "FanoutCache",
     "FormatVersionError",
     "Job",
     "JobCounts",
     "JobInfo",
     "JobQueue",
+    "LayoutMismatchError",
     "NotACacheError",
+    "NullCache",
+    "ReadOnlyError",
     "Swept",
     "Timeout",
     "UnknownFileWarning",

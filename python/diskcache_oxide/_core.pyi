@@ -5,7 +5,7 @@ from typing import Any, Literal, final
 
 from typing_extensions import Self
 
-__all__ = ["CacheCore", "KeyIterator", "set_registry", "__version__"]
+__all__ = ["CacheCore", "KeyIterator", "claim_fanout", "set_registry", "__version__"]
 
 __version__: str
 
@@ -32,6 +32,7 @@ _InfoRow = tuple[
     BaseException | None,
 ]
 
+def claim_fanout(directory: str, shards: int) -> None: ...
 def set_registry(
     by_type: dict[type, tuple[str, Any]], by_name: dict[str, tuple[type, Any]]
 ) -> None: ...
@@ -50,9 +51,15 @@ class CacheCore:
         pickle: bool,
         on_decode_error: str,
         settings: dict[str, Any] | None = None,
+        read_only: bool = False,
+        durable: bool = False,
     ) -> None: ...
     @property
     def directory(self) -> str: ...
+    @property
+    def read_only(self) -> bool: ...
+    @property
+    def durable(self) -> bool: ...
     @property
     def timeout(self) -> float: ...
     @property

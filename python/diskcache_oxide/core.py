@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import os.path
 import pickle as _pickle
@@ -18,8 +19,17 @@ import warnings
 from collections.abc import Callable, Collection, Iterator
 from typing import Any, Generic, Literal, ParamSpec, Protocol, TypeVar, cast
 
+from typing_extensions import Self
+
 from . import _core
-from .errors import EmptyDirWarning, UnknownFileWarning
+from .errors import (
+    DatabaseError,
+    DecodeError,
+    EmptyDirWarning,
+    ReadOnlyError,
+    Timeout,
+    UnknownFileWarning,
+)
 
 __all__ = [
     "DEFAULT_SETTINGS",
@@ -148,7 +158,18 @@ def _reopen(
     timeout: float,
     pickle: bool,
     on_decode_error: Literal["raise", "miss"],
+    read_only: bool = False,
+    durable: bool = False,
 ) -> Cache:
+    if read_only or durable:
+        return cls(
+            directory,
+            timeout,
+            pickle=pickle,
+            on_decode_error=on_decode_error,
+            read_only=read_only,
+            durable=durable,
+        )
     return cls(directory, timeout, pickle=pickle, on_decode_error=on_decode_error)
 
 
@@ -174,6 +195,14 @@ class Cache(_core.CacheCore):
     :param on_decode_error: ``'raise'`` (default) raises a
         :class:`~diskcache_oxide.DecodeError` for a value that cannot be read; ``'miss'``
         logs it and treats the key as missing in ``get``-style reads
+    :param read_only: open an existing cache without writing a byte to its directory;
+        reads work, every write raises :class:`~diskcache_oxide.ReadOnlyError`, and a
+        missing directory or database raises ``FileNotFoundError`` (see D-019)
+    :param durable: never raise operational errors (timeouts, a full disk, I/O errors, a
+        corrupt database or value, a read-only file system): log them to the
+        ``diskcache_oxide`` logger and return the call's miss value. Bad arguments still
+        raise. A durable ``push`` that fails returns None and the item is **not** queued
+        (see D-020)
     :param settings: any of :data:`DEFAULT_SETTINGS`
 
     ``push``/``pull``/``peek`` (and ``push_many``/``pull_many``) use a range of keys as a
@@ -181,6 +210,13 @@ class Cache(_core.CacheCore):
     an item with the GIL released. Open a queue's cache with ``eviction_policy='none'``. For
     jobs that must survive a worker's crash, see :class:`~diskcache_oxide.JobQueue`.
     """
+
+    def __new__(cls, *args: Any, durable: bool = False, **kwargs: Any) -> Self:
+        # A durable handle is an instance of a subclass that turns operational errors into
+        # misses, so the methods of every other handle stay the binding's own (D-020).
+        if durable and not issubclass(cls, _DurableCache):
+            return cast(Self, super().__new__(_durable_class(cls)))
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -190,19 +226,42 @@ class Cache(_core.CacheCore):
         *,
         pickle: bool = False,
         on_decode_error: Literal["raise", "miss"] = "raise",
+        read_only: bool = False,
+        durable: bool = False,
         **settings: Any,
     ) -> None:
         if disk is not None:
             raise ValueError(_DISK_UNSUPPORTED)
         if directory is None:
+            if read_only:
+                raise ValueError("read_only=True needs the directory of an existing cache")
             directory = tempfile.mkdtemp(prefix="diskcache-oxide-")
         path = os.path.expandvars(os.path.expanduser(str(directory)))
-        self._open(path, float(timeout), bool(pickle), on_decode_error, settings)
+        self._open(
+            path,
+            float(timeout),
+            bool(pickle),
+            on_decode_error,
+            settings,
+            bool(read_only),
+            bool(durable),
+        )
 
     def __reduce__(self) -> tuple[Any, ...]:
+        cls = type(self)
+        if issubclass(cls, _DurableCache):
+            cls = cls._durable_base
         return (
             _reopen,
-            (type(self), self.directory, self.timeout, self.pickle, self.on_decode_error),
+            (
+                cls,
+                self.directory,
+                self.timeout,
+                self.pickle,
+                self.on_decode_error,
+                self.read_only,
+                self.durable,
+            ),
         )
 
     def __enter__(self: _C) -> _C:
@@ -299,3 +358,327 @@ class Cache(_core.CacheCore):
             return memoized
 
         return decorator
+
+
+# ----- durable handles (D-020) ---------------------------------------------------------------
+
+_logger = logging.getLogger("diskcache_oxide")
+
+#: What a durable handle swallows: failures of the disk, the database or a stored value.
+#: Bad arguments (TypeError, ValueError, UnsupportedTypeError) are not among them.
+_OPERATIONAL: tuple[type[BaseException], ...] = (
+    Timeout,
+    DatabaseError,
+    DecodeError,
+    ReadOnlyError,
+    OSError,
+)
+
+
+def _shaped(default: Any, expire_time: Any, tag: Any) -> Any:
+    """``default`` shaped as a miss of a call with these ``expire_time``/``tag`` flags."""
+    if expire_time and tag:
+        return (default, None, None)
+    if expire_time or tag:
+        return (default, None)
+    return default
+
+
+class _DurableCache(Cache):
+    """A :class:`Cache` opened with ``durable=True``: each call listed here logs an
+    operational error and returns its miss value instead of raising it (D-020)."""
+
+    _durable_base: type[Cache] = Cache
+
+    def _failed(self, call: str, error: BaseException, result: str) -> None:
+        _logger.warning(
+            "durable cache %s: %s failed and returns %s: %s: %s",
+            self.directory,
+            call,
+            result,
+            type(error).__name__,
+            error,
+        )
+
+    # ---- reads: the default (shaped as a miss), KeyError where a miss raises it ----------
+
+    def get(
+        self,
+        key: Any,
+        default: Any = None,
+        read: bool = False,
+        expire_time: bool = False,
+        tag: bool = False,
+        retry: bool = False,
+    ) -> Any:
+        try:
+            return super().get(key, default, read, expire_time, tag, retry)
+        except _OPERATIONAL as error:
+            self._failed("get", error, "the default")
+            return _shaped(default, expire_time, tag)
+
+    def __getitem__(self, key: Any, /) -> Any:
+        try:
+            return super().__getitem__(key)
+        except _OPERATIONAL as error:
+            self._failed("[]", error, "a miss (KeyError)")
+            raise KeyError(key) from None
+
+    def read(self, key: Any, retry: bool = False) -> Any:
+        try:
+            return super().read(key, retry)
+        except _OPERATIONAL as error:
+            self._failed("read", error, "a miss (KeyError)")
+            raise KeyError(key) from None
+
+    def __contains__(self, key: object, /) -> bool:
+        try:
+            return super().__contains__(key)
+        except _OPERATIONAL as error:
+            self._failed("in", error, "False")
+            return False
+
+    def pop(
+        self,
+        key: Any,
+        default: Any = None,
+        expire_time: bool = False,
+        tag: bool = False,
+        retry: bool = False,
+    ) -> Any:
+        try:
+            return super().pop(key, default, expire_time, tag, retry)
+        except _OPERATIONAL as error:
+            self._failed("pop", error, "the default")
+            return _shaped(default, expire_time, tag)
+
+    def peekitem(
+        self, last: bool = True, expire_time: bool = False, tag: bool = False, retry: bool = False
+    ) -> Any:
+        try:
+            return super().peekitem(last, expire_time, tag, retry)
+        except _OPERATIONAL as error:
+            self._failed("peekitem", error, "a miss (KeyError)")
+            raise KeyError("dictionary is empty") from None
+
+    def get_many(self, keys: Any, default: Any = None, retry: bool = False) -> list[Any]:
+        keys = list(keys)
+        try:
+            return super().get_many(keys, default, retry)
+        except _OPERATIONAL as error:
+            self._failed("get_many", error, "the default for every key")
+            return [default] * len(keys)
+
+    def __len__(self) -> int:
+        try:
+            return super().__len__()
+        except _OPERATIONAL as error:
+            self._failed("len", error, "0")
+            return 0
+
+    def volume(self) -> int:
+        try:
+            return super().volume()
+        except _OPERATIONAL as error:
+            self._failed("volume", error, "0")
+            return 0
+
+    def stats(self, enable: bool = True, reset: bool = False) -> tuple[int, int]:
+        try:
+            return super().stats(enable, reset)
+        except _OPERATIONAL as error:
+            self._failed("stats", error, "(0, 0)")
+            return (0, 0)
+
+    # ---- writes: False, None or 0 -- nothing was stored ---------------------------------
+
+    def set(
+        self,
+        key: Any,
+        value: Any,
+        expire: float | None = None,
+        read: bool = False,
+        tag: Any = None,
+        retry: bool = False,
+    ) -> bool:
+        try:
+            return super().set(key, value, expire, read, tag, retry)
+        except _OPERATIONAL as error:
+            self._failed("set", error, "False")
+            return False
+
+    def __setitem__(self, key: Any, value: Any, /) -> None:
+        try:
+            super().__setitem__(key, value)
+        except _OPERATIONAL as error:
+            self._failed("[]=", error, "without storing")
+
+    def add(
+        self,
+        key: Any,
+        value: Any,
+        expire: float | None = None,
+        read: bool = False,
+        tag: Any = None,
+        retry: bool = False,
+    ) -> bool:
+        try:
+            return super().add(key, value, expire, read, tag, retry)
+        except _OPERATIONAL as error:
+            self._failed("add", error, "False")
+            return False
+
+    def touch(self, key: Any, expire: float | None = None, retry: bool = False) -> bool:
+        try:
+            return super().touch(key, expire, retry)
+        except _OPERATIONAL as error:
+            self._failed("touch", error, "False")
+            return False
+
+    def delete(self, key: Any, retry: bool = False) -> bool:
+        try:
+            return super().delete(key, retry)
+        except _OPERATIONAL as error:
+            self._failed("delete", error, "False")
+            return False
+
+    def __delitem__(self, key: Any, /) -> None:
+        try:
+            super().__delitem__(key)
+        except _OPERATIONAL as error:
+            self._failed("del []", error, "without deleting")
+
+    def incr(self, key: Any, delta: Any = 1, default: Any = 0, retry: bool = False) -> Any:
+        try:
+            return super().incr(key, delta, default, retry)
+        except _OPERATIONAL as error:
+            self._failed("incr", error, "None")
+            return None
+
+    def decr(self, key: Any, delta: Any = 1, default: Any = 0, retry: bool = False) -> Any:
+        try:
+            return super().decr(key, delta, default, retry)
+        except _OPERATIONAL as error:
+            self._failed("decr", error, "None")
+            return None
+
+    def set_many(  # type: ignore[override]
+        self, mapping: Any, expire: float | None = None, tag: Any = None, retry: bool = False
+    ) -> bool | None:
+        try:
+            return super().set_many(mapping, expire, tag, retry)
+        except _OPERATIONAL as error:
+            self._failed("set_many", error, "False")
+            return False
+
+    def delete_many(self, keys: Any, retry: bool = False) -> int:
+        try:
+            return super().delete_many(keys, retry)
+        except _OPERATIONAL as error:
+            self._failed("delete_many", error, "0")
+            return 0
+
+    def expire(self, now: float | None = None, retry: bool = False) -> int:
+        try:
+            return super().expire(now, retry)
+        except _OPERATIONAL as error:
+            self._failed("expire", error, "0")
+            return 0
+
+    def evict(self, tag: Any, retry: bool = False) -> int:
+        try:
+            return super().evict(tag, retry)
+        except _OPERATIONAL as error:
+            self._failed("evict", error, "0")
+            return 0
+
+    def clear(self, retry: bool = False) -> int:
+        try:
+            return super().clear(retry)
+        except _OPERATIONAL as error:
+            self._failed("clear", error, "0")
+            return 0
+
+    def cull(self, retry: bool = False) -> int:
+        try:
+            return super().cull(retry)
+        except _OPERATIONAL as error:
+            self._failed("cull", error, "0")
+            return 0
+
+    # ---- the queue: a failed push stores nothing; a failed pull or peek is empty --------
+
+    def push(self, value: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().push(value, *args, **kwargs)
+        except _OPERATIONAL as error:
+            self._failed("push", error, "None (the item was NOT queued)")
+            return None
+
+    def push_many(self, values: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().push_many(values, *args, **kwargs)
+        except _OPERATIONAL as error:
+            self._failed("push_many", error, "[] (no item was queued)")
+            return []
+
+    def pull(
+        self,
+        prefix: str | None = None,
+        default: Any = (None, None),
+        side: Literal["front", "back"] = "front",
+        expire_time: bool = False,
+        tag: bool = False,
+        retry: bool = False,
+        timeout: float | None = None,
+    ) -> Any:
+        try:
+            return super().pull(prefix, default, side, expire_time, tag, retry, timeout)
+        except _OPERATIONAL as error:
+            self._failed("pull", error, "the default")
+            return _shaped(default, expire_time, tag)
+
+    def pull_many(self, n: int, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().pull_many(n, *args, **kwargs)
+        except _OPERATIONAL as error:
+            self._failed("pull_many", error, "[]")
+            return []
+
+    def peek(
+        self,
+        prefix: str | None = None,
+        default: Any = (None, None),
+        side: Literal["front", "back"] = "front",
+        expire_time: bool = False,
+        tag: bool = False,
+        retry: bool = False,
+    ) -> Any:
+        try:
+            return super().peek(prefix, default, side, expire_time, tag, retry)
+        except _OPERATIONAL as error:
+            self._failed("peek", error, "the default")
+            return _shaped(default, expire_time, tag)
+
+
+_DURABLE_CLASSES: dict[type[Cache], type[_DurableCache]] = {Cache: _DurableCache}
+
+
+def _durable_class(cls: type[Cache]) -> type[_DurableCache]:
+    """The durable variant of ``cls`` (a subclass of it), made once per class."""
+    made = _DURABLE_CLASSES.get(cls)
+    if made is None:
+        made = cast(
+            type[_DurableCache],
+            type(
+                cls.__name__,
+                (_DurableCache, cls),
+                {
+                    "__module__": cls.__module__,
+                    "__qualname__": cls.__qualname__,
+                    "_durable_base": cls,
+                },
+            ),
+        )
+        _DURABLE_CLASSES[cls] = made
+    return made

@@ -14,7 +14,9 @@ __all__ = [
     "DecodeError",
     "EmptyDirWarning",
     "FormatVersionError",
+    "LayoutMismatchError",
     "NotACacheError",
+    "ReadOnlyError",
     "Timeout",
     "UnknownFileWarning",
     "UnknownTypeError",
@@ -64,6 +66,23 @@ class NotACacheError(CacheError):
 
 class DatabaseError(CacheError):
     """SQLite failed for a reason other than a lock timeout (a full disk, damage, ...)."""
+
+
+class ReadOnlyError(CacheError):
+    """A write was attempted on a handle opened with ``read_only=True``.
+
+    The directory was not touched. Open another handle without ``read_only=True`` to write
+    (see docs/decisions/D-019-read-only-handles.md).
+    """
+
+
+class LayoutMismatchError(CacheError):
+    """The directory holds another kind of store than the one being opened.
+
+    A ``Cache`` opened on a ``FanoutCache`` root, a ``FanoutCache`` opened on a ``Cache``'s
+    directory, or a ``FanoutCache`` opened with another shard count than the recorded one.
+    Nothing on disk was changed (see docs/decisions/D-018-layout-records.md).
+    """
 
 
 class UnknownFileWarning(UserWarning):

@@ -33,6 +33,8 @@ pub(crate) struct Handle {
     pub(crate) pickle: bool,
     /// `on_decode_error='miss'`.
     pub(crate) miss: bool,
+    /// `durable=True`: the Python layer turns operational errors into misses (D-020).
+    durable: bool,
 }
 
 impl Handle {
@@ -454,7 +456,8 @@ impl CacheCore {
         }
     }
 
-    #[pyo3(signature = (directory, timeout, pickle, on_decode_error, settings=None))]
+    #[pyo3(signature = (directory, timeout, pickle, on_decode_error, settings=None, read_only=false, durable=false))]
+    #[allow(clippy::too_many_arguments)]
     fn _open(
         &self,
         py: Python<'_>,
@@ -463,6 +466,8 @@ impl CacheCore {
         pickle: bool,
         on_decode_error: &str,
         settings: Option<&Bound<'_, PyDict>>,
+        read_only: bool,
+        durable: bool,
     ) -> PyResult<()> {
         if self.handle.get().is_some() {
             return Err(PyRuntimeError::new_err(
@@ -486,6 +491,7 @@ impl CacheCore {
         let mut options = OpenOptions {
             timeout: duration,
             settings: Vec::new(),
+            read_only,
         };
         if let Some(settings) = settings {
             for (name, value) in settings.iter() {
@@ -506,6 +512,7 @@ impl CacheCore {
             timeout,
             pickle,
             miss,
+            durable,
         };
         self.handle
             .set(handle)
@@ -522,6 +529,18 @@ impl CacheCore {
     #[getter]
     fn timeout(&self) -> PyResult<f64> {
         Ok(self.h()?.timeout)
+    }
+
+    /// Whether the handle was opened with `read_only=True`: every write raises `ReadOnlyError`.
+    #[getter]
+    fn read_only(&self) -> PyResult<bool> {
+        Ok(self.h()?.cache.read_only())
+    }
+
+    /// Whether the handle was opened with `durable=True`: operational errors become misses.
+    #[getter]
+    fn durable(&self) -> PyResult<bool> {
+        Ok(self.h()?.durable)
     }
 
     #[getter]

@@ -20,6 +20,8 @@ pub(crate) enum Exc {
     FormatVersion,
     NotACache,
     Database,
+    ReadOnly,
+    LayoutMismatch,
 }
 
 impl Exc {
@@ -35,11 +37,13 @@ impl Exc {
             Exc::FormatVersion => "FormatVersionError",
             Exc::NotACache => "NotACacheError",
             Exc::Database => "DatabaseError",
+            Exc::ReadOnly => "ReadOnlyError",
+            Exc::LayoutMismatch => "LayoutMismatchError",
         }
     }
 
     fn cell(self) -> &'static PyOnceLock<Py<PyType>> {
-        const COUNT: usize = Exc::Database as usize + 1;
+        const COUNT: usize = Exc::LayoutMismatch as usize + 1;
         static CELLS: [PyOnceLock<Py<PyType>>; COUNT] = [const { PyOnceLock::new() }; COUNT];
         &CELLS[self as usize]
     }
@@ -96,6 +100,8 @@ pub(crate) fn to_py_ref(py: Python<'_>, error: &Error) -> PyErr {
         Error::NotACache(_) => Exc::NotACache.err(py, error.to_string()),
         Error::InvalidArgument(_) | Error::Setting(_) => PyValueError::new_err(error.to_string()),
         Error::Overflow(_) => PyOverflowError::new_err(error.to_string()),
+        Error::ReadOnly(_) => Exc::ReadOnly.err(py, error.to_string()),
+        Error::LayoutMismatch(_) => Exc::LayoutMismatch.err(py, error.to_string()),
         Error::Io {
             context,
             path,

@@ -15,11 +15,22 @@ mod pyobj;
 mod queue;
 mod reader;
 
+/// Claim `directory` as the root of a FanoutCache with `shards` shards (D-018): creates it
+/// if needed and writes `fanout.json`, or checks the one there. Raises `LayoutMismatchError`
+/// (changing nothing) for a plain Cache's directory or another recorded shard count.
+#[pyfunction]
+fn claim_fanout(py: Python<'_>, directory: std::path::PathBuf, shards: u64) -> PyResult<()> {
+    use errors::IntoPy;
+    py.detach(|| diskcache_oxide_engine::claim_fanout(&directory, shards))
+        .py_err(py)
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<core::CacheCore>()?;
     m.add_class::<iter::KeyIterator>()?;
     m.add_function(wrap_pyfunction!(pyobj::set_registry, m)?)?;
+    m.add_function(wrap_pyfunction!(claim_fanout, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

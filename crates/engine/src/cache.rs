@@ -39,6 +39,9 @@ pub struct OpenOptions {
     pub timeout: Duration,
     /// Settings to apply; the rest come from the directory, or the defaults for a new one.
     pub settings: Vec<(String, SettingValue)>,
+    /// Open an existing cache without writing a byte to its directory; every write then
+    /// fails with `Error::ReadOnly` (D-019).
+    pub read_only: bool,
 }
 
 impl Default for OpenOptions {
@@ -46,6 +49,7 @@ impl Default for OpenOptions {
         OpenOptions {
             timeout: Duration::from_secs(60),
             settings: Vec::new(),
+            read_only: false,
         }
     }
 }
@@ -87,6 +91,8 @@ struct Inner {
     generation: AtomicU64,
     page_size: i64,
     conns: ThreadLocal<RefCell<Option<Conn>>>,
+    /// Opened with `read_only`: no write reaches SQLite or the directory (D-019).
+    read_only: bool,
 }
 
 struct Conn {
@@ -103,6 +109,8 @@ struct Conn {
     unlink_on_rollback: Vec<String>,
     /// Small values read lately, valid until anyone commits (D-017).
     recent: Recent,
+    /// A read-only connection opened `immutable=1` (no `-wal` file existed then).
+    immutable: bool,
 }
 
 impl Drop for Conn {
@@ -237,14 +245,48 @@ impl Cache {
     /// directory at once. An existing cache is only read unless a given setting differs.
     pub fn open(directory: impl AsRef<Path>, options: OpenOptions) -> Result<Cache> {
         let directory = directory.as_ref().to_path_buf();
-        std::fs::create_dir_all(&directory)
-            .map_err(|e| Error::io("creating the cache directory", Some(directory.clone()), e))?;
+        crate::layout::refuse_fanout_root(&directory)?;
         let db_path = directory.join(DB_NAME);
         let _deadline = Deadline::start(options.timeout);
-        let lock = DirLock::exclusive(&directory, options.timeout)?;
-        let db = conn::open(&db_path)?;
-        let settings = init_database(&db, &options.settings)?;
-        drop(lock);
+        let (db, settings, immutable) = if options.read_only {
+            // Nothing is created: no directory, no lock file, no schema, no settings (D-019).
+            match std::fs::metadata(&directory) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => {
+                    return Err(Error::NotACache(format!(
+                        "{} is not a directory",
+                        directory.display()
+                    )))
+                }
+                Err(e) => {
+                    return Err(Error::io(
+                        "opening a cache read-only: the directory cannot be read",
+                        Some(directory),
+                        e,
+                    ))
+                }
+            }
+            if let Err(e) = std::fs::metadata(&db_path) {
+                return Err(Error::io(
+                    "opening a cache read-only: the directory holds no cache database; \
+                     read_only=True never creates one",
+                    Some(db_path),
+                    e,
+                ));
+            }
+            let (db, immutable) = conn::open_read_only(&db_path)?;
+            let settings = init_database(&db, &options.settings, true)?;
+            (db, settings, immutable)
+        } else {
+            std::fs::create_dir_all(&directory).map_err(|e| {
+                Error::io("creating the cache directory", Some(directory.clone()), e)
+            })?;
+            let lock = DirLock::exclusive(&directory, options.timeout)?;
+            let db = conn::open(&db_path)?;
+            let settings = init_database(&db, &options.settings, false)?;
+            drop(lock);
+            (db, settings, false)
+        };
         conn::apply_pragmas(&db, &settings)?;
         let page_size: i64 = db
             .query_row("PRAGMA page_size", [], |r| r.get(0))
@@ -258,6 +300,7 @@ impl Cache {
             generation: AtomicU64::new(0),
             page_size,
             conns: ThreadLocal::new(),
+            read_only: options.read_only,
         };
         let conn = Conn {
             db: ManuallyDrop::new(db),
@@ -267,6 +310,7 @@ impl Cache {
             unlink_on_commit: Vec::new(),
             unlink_on_rollback: Vec::new(),
             recent: Recent::new(),
+            immutable,
         };
         *inner.conns.get_or(|| RefCell::new(None)).borrow_mut() = Some(conn);
         Ok(Cache {
@@ -280,6 +324,24 @@ impl Cache {
 
     pub fn timeout(&self) -> Duration {
         self.inner.timeout
+    }
+
+    /// Whether this handle was opened with `read_only` (D-019).
+    pub fn read_only(&self) -> bool {
+        self.inner.read_only
+    }
+
+    /// `Err(Error::ReadOnly)` on a read-only handle: every write path calls this before it
+    /// touches anything.
+    fn writable(&self) -> Result<()> {
+        if self.inner.read_only {
+            return Err(Error::ReadOnly(format!(
+                "this cache handle was opened with read_only=True and cannot write; open \
+                 {:?} without read_only=True to change it",
+                self.inner.directory.display().to_string()
+            )));
+        }
+        Ok(())
     }
 
     /// The settings as this handle currently applies them.
@@ -316,6 +378,13 @@ impl Cache {
         if slot.as_ref().is_some_and(|c| c.fork != fork) {
             *slot = None; // forked: the parent's connection is leaked by Conn::drop, not closed
         }
+        if self.inner.read_only
+            && slot.as_ref().is_some_and(|c| c.immutable)
+            && conn::wal_path(&self.inner.db_path).exists()
+        {
+            // A writer arrived since this connection opened immutable: share its WAL now.
+            *slot = None;
+        }
         let conn = match &mut *slot {
             Some(c) => c,
             none => none.insert(self.connect()?),
@@ -334,7 +403,11 @@ impl Cache {
     }
 
     fn connect(&self) -> Result<Conn> {
-        let db = conn::open(&self.inner.db_path)?;
+        let (db, immutable) = if self.inner.read_only {
+            conn::open_read_only(&self.inner.db_path)?
+        } else {
+            (conn::open(&self.inner.db_path)?, false)
+        };
         conn::apply_pragmas(&db, &self.settings())?;
         Ok(Conn {
             db: ManuallyDrop::new(db),
@@ -344,6 +417,7 @@ impl Cache {
             unlink_on_commit: Vec::new(),
             unlink_on_rollback: Vec::new(),
             recent: Recent::new(),
+            immutable,
         })
     }
 
@@ -356,6 +430,7 @@ impl Cache {
         new_file: Option<(String, DirLock)>,
         f: impl FnOnce(&Connection, &mut Vec<String>) -> Result<T>,
     ) -> Result<T> {
+        self.writable()?;
         let (new_name, dir_lock) = match new_file {
             Some((n, l)) => (Some(n), Some(l)),
             None => (None, None),
@@ -414,6 +489,7 @@ impl Cache {
 
     /// Begin (or nest into) this thread's transaction. Every `begin` needs one `end`.
     pub fn begin(&self) -> Result<()> {
+        self.writable()?;
         self.with_conn(|c| {
             if c.depth == 0 {
                 run(&c.db, "BEGIN IMMEDIATE")
@@ -511,6 +587,7 @@ impl Cache {
         &self,
         value: ValueRef<'a>,
     ) -> Result<(Prepared<'a>, Option<(String, DirLock)>)> {
+        self.writable()?;
         if matches!(value, ValueRef::Float(f) if f.is_nan()) {
             // SQLite stores a NaN REAL as NULL; encode it (set_value does) instead.
             return Err(Error::invalid(
@@ -664,11 +741,13 @@ impl Cache {
 
     fn get_mode(&self, key: &Key, mode: FileMode) -> Result<Option<Entry>> {
         let s = self.hot();
-        let bookkeeping = s.statistics
+        // A read-only handle skips the hit counts and access times rather than failing.
+        let bookkeeping = (s.statistics
             || matches!(
                 s.eviction_policy,
                 EvictionPolicy::LeastRecentlyUsed | EvictionPolicy::LeastFrequentlyUsed
-            );
+            ))
+            && !self.inner.read_only;
         if bookkeeping {
             return self.write(None, |db, _| {
                 let now = now();
@@ -700,7 +779,9 @@ impl Cache {
         }
         self.with_conn(|c| loop {
             // Taken before the read: a commit after it shows as a changed header later.
-            let header = if c.depth == 0 {
+            // An immutable connection has no WAL index to watch (and mapping one would create
+            // the -shm file): it reads without the recent-values cache.
+            let header = if c.depth == 0 && !c.immutable {
                 c.recent.now(&c.db)
             } else {
                 None
@@ -776,11 +857,12 @@ impl Cache {
     /// Read many keys in one transaction; `None` for each miss.
     pub fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Entry>>> {
         let s = self.hot();
-        if s.statistics
+        if (s.statistics
             || matches!(
                 s.eviction_policy,
                 EvictionPolicy::LeastRecentlyUsed | EvictionPolicy::LeastFrequentlyUsed
-            )
+            ))
+            && !self.inner.read_only
         {
             // Every read is also a write here; keep one lock round trip per key like get().
             return keys.iter().map(|k| self.get(k, false)).collect();
@@ -826,6 +908,9 @@ impl Cache {
     /// the way are deleted, as python-diskcache does.
     pub fn peekitem(&self, last: bool) -> Result<Option<(Key, Entry)>> {
         let order = if last { "DESC" } else { "ASC" };
+        if self.inner.read_only {
+            return self.peekitem_read_only(order);
+        }
         self.write(None, |db, unlink| {
             let now = now();
             let mut delta = Delta::default();
@@ -855,6 +940,47 @@ impl Cache {
             };
             apply_delta(db, &delta)?;
             Ok(found)
+        })
+    }
+
+    /// `peekitem` for a read-only handle: expired entries are skipped, not deleted.
+    fn peekitem_read_only(&self, order: &str) -> Result<Option<(Key, Entry)>> {
+        self.read(|db| {
+            let sql = format!(
+                concat!(
+                    "SELECT ",
+                    row_columns!(),
+                    ", key, raw FROM cache WHERE expire_time IS NULL OR expire_time >= ?1 \
+                     ORDER BY rowid {} LIMIT 1"
+                ),
+                order
+            );
+            let mut stmt = db.prepare_cached(&sql).ctx("peeking")?;
+            let got = stmt
+                .query_row([now()], |r| {
+                    Ok((row_from(r)?, key_from(r.get_ref(8)?, r.get(9)?)))
+                })
+                .optional()
+                .ctx("peeking")?;
+            drop(stmt);
+            let Some((row, key)) = got else {
+                return Ok(None);
+            };
+            let mut row = row?;
+            match self.load(&mut row, false)? {
+                Found::Yes(value) => Ok(Some((
+                    key?,
+                    Entry {
+                        value,
+                        expire_time: row.expire_time,
+                        tag: row.tag,
+                    },
+                ))),
+                Found::Missing => Err(Error::corrupt(format!(
+                    "the value file {:?} of an entry is missing; check(fix=True) removes such entries",
+                    row.filename.unwrap_or_default()
+                ))),
+            }
         })
     }
 
@@ -1030,6 +1156,7 @@ impl Cache {
         reader: &mut dyn Read,
         options: &WriteOptions,
     ) -> Result<()> {
+        self.writable()?;
         let lock = DirLock::shared(&self.inner.directory, self.inner.timeout)?;
         let name = ValueFiles::new_name()?;
         let (size, crc) = self.inner.files.write_from(&name, reader)?;
@@ -1491,12 +1618,21 @@ impl Cache {
             Ok(())
         })?;
         if fix {
+            self.writable()?;
             self.with_conn(|c| c.db.execute_batch("VACUUM").ctx("vacuuming"))?;
         }
         // The exclusive directory lock keeps writers from creating files we would call orphans.
-        let _lock = DirLock::exclusive(&self.inner.directory, self.inner.timeout)?;
+        // A read-only handle takes no lock (it creates nothing) and reads in one transaction.
+        let _lock = if self.inner.read_only {
+            None
+        } else {
+            Some(DirLock::exclusive(
+                &self.inner.directory,
+                self.inner.timeout,
+            )?)
+        };
         let files = &self.inner.files;
-        self.write(None, |db, unlink| {
+        let mut body = |db: &Connection, unlink: &mut Vec<String>| -> Result<()> {
             let mut delta = Delta::default();
             let mut known = std::collections::HashSet::new();
             {
@@ -1605,7 +1741,17 @@ impl Cache {
                 .ctx("fixing counters")?;
             }
             Ok(())
-        })?;
+        };
+        if self.inner.read_only {
+            self.with_conn(|c| {
+                run(&c.db, "BEGIN").ctx("starting a read")?;
+                let result = body(&c.db, &mut Vec::new());
+                let _ = run(&c.db, "COMMIT");
+                result
+            })?;
+        } else {
+            self.write(None, body)?;
+        }
         Ok(problems)
     }
 
@@ -1617,6 +1763,13 @@ impl Cache {
             })
             .ctx("reading statistics")
         })?;
+        if self.inner.read_only {
+            // Reading the counters works; turning counting on or off would write (D-019).
+            if reset {
+                self.writable()?;
+            }
+            return Ok((hits.max(0) as u64, misses.max(0) as u64));
+        }
         if reset {
             self.write(None, |db, _| {
                 db.execute("UPDATE meta SET hits = 0, misses = 0", [])
@@ -1747,7 +1900,11 @@ CREATE UNIQUE INDEX jobs_dedupe ON jobs (queue, dedupe) WHERE dedupe IS NOT NULL
 
 /// Create or validate the database and reconcile settings. Runs under the exclusive directory
 /// lock. Returns the settings in force.
-fn init_database(db: &Connection, overrides: &[(String, SettingValue)]) -> Result<Settings> {
+fn init_database(
+    db: &Connection,
+    overrides: &[(String, SettingValue)],
+    read_only: bool,
+) -> Result<Settings> {
     let version: i64 = db.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| match &e {
         rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::NotADatabase => Error::NotACache(
             "the cache database (cache.db) is not an SQLite database: its header is damaged or it is another \
@@ -1772,6 +1929,13 @@ fn init_database(db: &Connection, overrides: &[(String, SettingValue)]) -> Resul
             .ctx("inspecting the database")?;
         if tables > 0 {
             return Err(not_ours());
+        }
+        if read_only {
+            return Err(Error::NotACache(
+                "the cache database (cache.db) is empty: no cache was ever created here, and \
+                 read_only=True never creates one; open it once without read_only=True"
+                    .into(),
+            ));
         }
         for (name, value) in overrides {
             settings.set(name, value)?;
@@ -1842,6 +2006,18 @@ fn init_database(db: &Connection, overrides: &[(String, SettingValue)]) -> Resul
     }
     if changed.is_empty() {
         return Ok(settings);
+    }
+    if read_only {
+        let listed: Vec<String> = changed
+            .iter()
+            .map(|name| Ok(format!("{name}={}", settings.get(name)?)))
+            .collect::<Result<_>>()?;
+        return Err(Error::Setting(format!(
+            "a read_only=True handle cannot change the settings stored in the directory, and \
+             these differ from them: {}; drop them, or open the cache without read_only=True \
+             to change them",
+            listed.join(", ")
+        )));
     }
     db.execute_batch("BEGIN IMMEDIATE")
         .map_err(|e| sql_error("saving settings", e))?;

@@ -64,6 +64,53 @@ pub(crate) fn open(path: &Path) -> Result<Connection> {
     Ok(db)
 }
 
+/// The WAL file beside a database (`<db>-wal`).
+pub(crate) fn wal_path(db_path: &Path) -> std::path::PathBuf {
+    let mut name = db_path.as_os_str().to_owned();
+    name.push("-wal");
+    name.into()
+}
+
+/// Open a connection that never writes to the directory (D-019). Returns it and whether it
+/// was opened `immutable`.
+///
+/// With a `-wal` file present, other connections may be live: share their WAL read-only
+/// (`SQLITE_OPEN_READONLY`), which never writes the database file or the WAL. Without one,
+/// the database is at rest, and a read-only connection would still create `-wal` and `-shm`
+/// files; `immutable=1` reads the file as it is and creates nothing. The caller reopens an
+/// immutable connection in shared mode once a `-wal` file appears (a writer arrived).
+pub(crate) fn open_read_only(path: &Path) -> Result<(Connection, bool)> {
+    let immutable = !wal_path(path).exists();
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
+    let uri = format!(
+        "file:{}?{}",
+        uri_path(path),
+        if immutable { "immutable=1" } else { "mode=ro" }
+    );
+    let mut db =
+        Connection::open_with_flags(uri, flags).ctx("opening the cache database read-only")?;
+    db.busy_handler(Some(busy_wait))
+        .ctx("installing the busy handler")?;
+    db.set_prepared_statement_cache_capacity(64);
+    Ok((db, immutable))
+}
+
+/// `path` escaped for an SQLite `file:` URI.
+fn uri_path(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::new();
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// The per-connection pragmas (the persistent ones are set when the database is created).
 pub(crate) fn apply_pragmas(db: &Connection, s: &Settings) -> Result<()> {
     db.execute_batch(&format!(

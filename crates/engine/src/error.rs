@@ -27,6 +27,11 @@ pub enum Error {
     Setting(String),
     /// A queue ran out of key numbers on one side (D-057).
     Overflow(String),
+    /// A write was attempted on a handle opened with `read_only` (D-019).
+    ReadOnly(String),
+    /// The directory's layout (a plain cache or a FanoutCache root) does not match the way
+    /// it is being opened (D-018). Nothing on disk was changed.
+    LayoutMismatch(String),
     /// A file system operation failed.
     Io {
         context: String,
@@ -79,6 +84,8 @@ impl fmt::Display for Error {
             Error::InvalidArgument(m) => write!(f, "{m}"),
             Error::Setting(m) => write!(f, "{m}"),
             Error::Overflow(m) => write!(f, "{m}"),
+            Error::ReadOnly(m) => write!(f, "{m}"),
+            Error::LayoutMismatch(m) => write!(f, "{m}"),
             Error::Io {
                 context,
                 path,

@@ -23,6 +23,7 @@ mod error;
 mod files;
 mod jobs;
 mod key;
+mod layout;
 mod lock;
 mod queue;
 mod recent;
@@ -34,6 +35,7 @@ pub use cache::{Cache, Incr, OpenOptions, WriteOptions, DB_NAME, FORMAT_VERSION}
 pub use error::{Error, Result};
 pub use jobs::{Job, JobCounts, JobInfo, JobOptions, JobState, Put, Swept};
 pub use key::{Key, Scalar};
+pub use layout::{claim_fanout, fanout_shards, FANOUT_MARKER};
 pub use queue::{Candidate, Side, Verdict, QUEUE_MAX, QUEUE_START};
 pub use settings::{EvictionPolicy, SettingValue, Settings, SETTING_NAMES};
 pub use stored::{checksum, Entry, Kind, StoredValue, ValueFile, ValueRef};

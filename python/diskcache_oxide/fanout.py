@@ -1,0 +1,541 @@
+"""The :class:`FanoutCache`: python-diskcache 5.6.3's ``FanoutCache`` API over plain shards.
+
+A FanoutCache is a directory of ``shards`` plain :class:`~diskcache_oxide.Cache` directories
+(``000``, ``001``, ...). Each key lives in exactly one shard, picked by :func:`shard_hash`,
+so writers to different shards do not wait for each other. The directory records its
+layout in ``fanout.json`` (see docs/decisions/D-021-fanout.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import os
+import os.path
+import struct
+import tempfile
+import warnings
+import zlib
+from collections.abc import Callable, Collection, Iterator
+from typing import Any, ParamSpec, TypeVar, cast
+
+from . import _core
+from .core import DEFAULT_SETTINGS, ENOVAL, Cache, Memoized, args_to_key, full_name
+from .errors import Timeout
+from .registry import _BY_TYPE
+
+__all__ = ["QUEUE_CALLS", "FanoutCache", "shard_hash"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+_F = TypeVar("_F", bound="FanoutCache")
+
+_MASK = 0xFFFFFFFF
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+
+#: The queue calls of :class:`~diskcache_oxide.Cache` a FanoutCache does not have.
+QUEUE_CALLS = frozenset({"push", "pull", "peek", "push_many", "pull_many", "peekitem"})
+
+#: Constructor keywords that describe the handle, not settings stored in the directory.
+_HANDLE_OPTIONS = ("pickle", "on_decode_error", "read_only", "durable")
+
+_MARKER = "fanout.json"
+
+_NO_QUEUE = (
+    "FanoutCache has no {name}(): its items are spread over shards, so there is no front, "
+    "back or order to queue by. Open a plain Cache in a directory of its own for the queue, "
+    "for example Cache('/var/lib/my-app/state/jobs', eviction_policy='none') "
+    "(see docs/state-isnt-cache.md)"
+)
+
+
+def shard_hash(key: Any) -> int:
+    """A 32-bit hash of ``key`` that is the same in every process and every Python run.
+
+    For the keys the cache stores natively (exact ``str``, ``bytes``, ``int`` within 64
+    bits and ``float``) it is the hash python-diskcache 5.6.3 uses, so such a key lands
+    in the shard python-diskcache would pick. Any other key is hashed by a canonical
+    encoding of its value (:func:`_canonical`), never by Python's randomized ``hash()``.
+    """
+    kind = type(key)
+    if kind is str:
+        return zlib.adler32(key.encode("utf-8", "surrogatepass")) & _MASK
+    if kind is bytes:
+        return zlib.adler32(key) & _MASK
+    if kind is int and _I64_MIN <= key <= _I64_MAX:
+        return int(key % _MASK)
+    if kind is float:
+        return zlib.adler32(struct.pack("!d", key)) & _MASK
+    return zlib.adler32(_canonical(key)) & _MASK
+
+
+def _canonical(obj: Any) -> bytes:
+    """Bytes that depend only on the value of ``obj``: equal keys give equal bytes.
+
+    Each form starts with a tag byte; containers carry their length and their items'
+    encodings, and the items of sets and dicts are sorted by their encodings. A type
+    registered with :func:`~diskcache_oxide.register_type` is encoded by its registered
+    name and encoder, and any other type by its ``module.qualname`` and ``repr()``.
+    """
+    kind = type(obj)
+    if obj is None:
+        return b"N"
+    if kind is bool:
+        return b"T" if obj else b"F"
+    if kind is int:
+        return b"i" + str(obj).encode("ascii")
+    if kind is float:
+        return b"f" + struct.pack("!d", obj)
+    if kind is str:
+        text: bytes = obj.encode("utf-8", "surrogatepass")
+        return b"s" + _length(text) + text
+    if kind is bytes:
+        raw: bytes = obj
+        return b"b" + _length(raw) + raw
+    if kind is tuple or kind is list:
+        tag = b"(" if kind is tuple else b"["
+        return tag + _joined([_canonical(item) for item in obj])
+    if kind is frozenset or kind is set:
+        tag = b"{" if kind is frozenset else b"<"
+        return tag + _joined(sorted(_canonical(item) for item in obj))
+    if kind is dict:
+        pairs = sorted(_canonical(k) + _canonical(v) for k, v in obj.items())
+        return b"d" + _joined(pairs)
+    registered = _BY_TYPE.get(kind)
+    if registered is not None:
+        name, encode = registered
+        data = name.encode("utf-8")
+        return b"c" + _length(data) + data + _canonical(encode(obj))
+    data = f"{kind.__module__}.{kind.__qualname__}:{obj!r}".encode("utf-8", "surrogatepass")
+    return b"r" + _length(data) + data
+
+
+def _length(data: bytes) -> bytes:
+    return struct.pack("!Q", len(data))
+
+
+def _joined(parts: list[bytes]) -> bytes:
+    return struct.pack("!Q", len(parts)) + b"".join(_length(part) + part for part in parts)
+
+
+def _reopen(
+    cls: type[FanoutCache], directory: str, shards: int, timeout: float, options: dict[str, Any]
+) -> FanoutCache:
+    fanout = cls.__new__(cls)
+    fanout._setup(directory, shards, timeout, options, {})
+    return fanout
+
+
+class FanoutCache:
+    """A cache whose keys are spread over ``shards`` plain caches: python-diskcache's
+    ``FanoutCache``.
+
+    :param directory: the cache directory (default: a new temporary directory); ``~`` and
+        environment variables are expanded
+    :param shards: how many shards (default 8); a directory keeps the count it was made
+        with, and opening it with another raises
+        :class:`~diskcache_oxide.LayoutMismatchError`
+    :param timeout: seconds a call waits on a locked shard (default 0.010). A call that
+        times out does not raise unless given ``retry=True``: a write returns False (or
+        None for ``incr``/``decr``) and a read returns its default
+    :param disk: must be None, as for :class:`~diskcache_oxide.Cache`
+    :param settings: any of :data:`~diskcache_oxide.DEFAULT_SETTINGS`, and the handle
+        options ``pickle``, ``on_decode_error``, ``read_only`` and ``durable`` of
+        :class:`~diskcache_oxide.Cache`. ``size_limit`` is for the whole cache: each shard
+        gets ``size_limit // shards``
+
+    There are no queue calls (``push``, ``pull``, ...): open a plain Cache in a directory of
+    its own for a queue.
+    """
+
+    _directory: str
+    _count: int
+    _timeout: float
+    _options: dict[str, Any]
+    _shards: tuple[Cache, ...]
+    _caches: dict[str, Cache]
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str] | None = None,
+        shards: int = 8,
+        timeout: float = 0.010,
+        disk: object = None,
+        **settings: Any,
+    ) -> None:
+        if disk is not None:
+            raise ValueError(
+                "diskcache_oxide does not support custom Disk classes (see Cache); "
+                "open the FanoutCache without disk="
+            )
+        if directory is None:
+            directory = tempfile.mkdtemp(prefix="diskcache-oxide-")
+        path = os.path.expandvars(os.path.expanduser(str(directory)))
+        options = {name: settings.pop(name) for name in _HANDLE_OPTIONS if name in settings}
+        if not options.get("read_only") or "size_limit" in settings:
+            # As python-diskcache: the whole cache's size limit, shared out over the shards.
+            limit = settings.pop("size_limit", DEFAULT_SETTINGS["size_limit"])
+            settings["size_limit"] = int(limit) // max(int(shards), 1)
+        self._setup(path, shards, timeout, options, settings)
+
+    def _setup(
+        self,
+        directory: str,
+        shards: int,
+        timeout: float,
+        options: dict[str, Any],
+        settings: dict[str, Any],
+    ) -> None:
+        if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
+            raise ValueError(f"shards must be a positive int, not {shards!r}")
+        self._directory = directory
+        self._count = shards
+        self._timeout = float(timeout)
+        self._options = dict(options)
+        self._caches = {}
+        self._shards = ()
+        if not options.get("read_only") or any(
+            os.path.exists(os.path.join(directory, name)) for name in (_MARKER, "cache.db")
+        ):
+            # Read-only, this only checks a recorded layout: it never writes the marker.
+            _core.claim_fanout(directory, shards)
+        opened: list[Cache] = []
+        try:
+            for number in range(shards):
+                shard_dir = os.path.join(directory, f"{number:03d}")
+                opened.append(Cache(shard_dir, self._timeout, **options, **settings))
+        except BaseException:
+            for shard in opened:
+                shard.close()
+            raise
+        self._shards = tuple(opened)
+
+    # ------------------------------------------------------------------ attributes
+
+    @property
+    def directory(self) -> str:
+        """The cache directory."""
+        return self._directory
+
+    @property
+    def shards(self) -> int:
+        """How many shards the cache has."""
+        return self._count
+
+    @property
+    def timeout(self) -> float:
+        """Seconds a call waits on a locked shard."""
+        return self._timeout
+
+    def __getattr__(self, name: str) -> Any:
+        if name in QUEUE_CALLS:
+            raise AttributeError(_NO_QUEUE.format(name=name), name=name, obj=self)
+        if name in DEFAULT_SETTINGS or name in _HANDLE_OPTIONS:
+            shards = self.__dict__.get("_shards")
+            if shards:
+                return getattr(shards[0], name)
+        raise AttributeError(
+            f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self
+        )
+
+    def _shard(self, key: Any) -> Cache:
+        return self._shards[shard_hash(key) % self._count]
+
+    # ------------------------------------------------------------------ single keys
+
+    def set(
+        self,
+        key: Any,
+        value: Any,
+        expire: float | None = None,
+        read: bool = False,
+        tag: str | int | float | bytes | None = None,
+        retry: bool = False,
+    ) -> bool:
+        """Store ``value`` under ``key``; False if the shard stayed locked (without ``retry``)."""
+        try:
+            return self._shard(key).set(key, value, expire, read, tag, retry)
+        except Timeout:
+            return False
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._shard(key)[key] = value
+
+    def add(
+        self,
+        key: Any,
+        value: Any,
+        expire: float | None = None,
+        read: bool = False,
+        tag: str | int | float | bytes | None = None,
+        retry: bool = False,
+    ) -> bool:
+        """Store ``value`` only if ``key`` is absent; False if present or the shard stayed
+        locked."""
+        try:
+            return self._shard(key).add(key, value, expire, read, tag, retry)
+        except Timeout:
+            return False
+
+    def touch(self, key: Any, expire: float | None = None, retry: bool = False) -> bool:
+        """Give ``key`` a new expiry; False if it is absent or the shard stayed locked."""
+        try:
+            return self._shard(key).touch(key, expire, retry)
+        except Timeout:
+            return False
+
+    def incr(self, key: Any, delta: Any = 1, default: Any = 0, retry: bool = False) -> Any:
+        """Add ``delta`` to the number under ``key``; None if the shard stayed locked.
+
+        :raises KeyError: if ``key`` is absent and ``default`` is None
+        """
+        try:
+            return self._shard(key).incr(key, delta, default, retry)
+        except Timeout:
+            return None
+
+    def decr(self, key: Any, delta: Any = 1, default: Any = 0, retry: bool = False) -> Any:
+        """Subtract ``delta`` from the number under ``key``; None if the shard stayed locked.
+
+        :raises KeyError: if ``key`` is absent and ``default`` is None
+        """
+        try:
+            return self._shard(key).decr(key, delta, default, retry)
+        except Timeout:
+            return None
+
+    def get(
+        self,
+        key: Any,
+        default: Any = None,
+        read: bool = False,
+        expire_time: bool = False,
+        tag: bool = False,
+        retry: bool = False,
+    ) -> Any:
+        """The value under ``key``, or ``default`` if absent or the shard stayed locked.
+
+        With ``expire_time`` and/or ``tag``, a tuple as :meth:`Cache.get` returns; a timeout
+        returns the bare ``default``, as python-diskcache does.
+        """
+        try:
+            return self._shard(key).get(key, default, read, expire_time, tag, retry)
+        except Timeout:
+            return default
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._shard(key)[key]
+
+    def read(self, key: Any) -> Any:
+        """A binary file opened on the value of ``key``.
+
+        :raises KeyError: if ``key`` is absent
+        """
+        handle = self.get(key, default=ENOVAL, read=True, retry=True)
+        if handle is ENOVAL:
+            raise KeyError(key)
+        return handle
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._shard(key)
+
+    def pop(
+        self,
+        key: Any,
+        default: Any = None,
+        expire_time: bool = False,
+        tag: bool = False,
+        retry: bool = False,
+    ) -> Any:
+        """Remove ``key`` and return its value, or ``default`` if absent or the shard stayed
+        locked."""
+        try:
+            return self._shard(key).pop(key, default, expire_time, tag, retry)
+        except Timeout:
+            return default
+
+    def delete(self, key: Any, retry: bool = False) -> bool:
+        """Remove ``key``; False if it was absent or the shard stayed locked."""
+        try:
+            return self._shard(key).delete(key, retry)
+        except Timeout:
+            return False
+
+    def __delitem__(self, key: Any) -> None:
+        del self._shard(key)[key]
+
+    # ------------------------------------------------------------------ whole cache
+
+    @contextlib.contextmanager
+    def transact(self, retry: bool = True) -> Iterator[None]:
+        """Lock every shard, in order, for a group of operations that must happen together.
+
+        Waits for each shard's lock (``retry`` must be True, as in python-diskcache). An
+        exception leaving the block rolls back every shard.
+        """
+        if not retry:
+            raise ValueError("retry must be True in FanoutCache.transact()")
+        with contextlib.ExitStack() as stack:
+            for shard in self._shards:
+                stack.enter_context(shard.transact(retry=True))
+            yield
+
+    def check(self, fix: bool = False, retry: bool = False) -> list[warnings.WarningMessage]:
+        """Check every shard (see :meth:`Cache.check`); the problems found, shard by shard."""
+        found: list[warnings.WarningMessage] = []
+        for shard in self._shards:
+            found.extend(shard.check(fix, retry))
+        return found
+
+    def _remove(self, call: Callable[[Cache], int]) -> int:
+        total = 0
+        for shard in self._shards:
+            while True:
+                try:
+                    total += call(shard)
+                except Timeout as timeout:
+                    # A shard that removed some items before timing out reports the count.
+                    if timeout.args and isinstance(timeout.args[0], int):
+                        total += timeout.args[0]
+                else:
+                    break
+        return total
+
+    def expire(self, retry: bool = False) -> int:
+        """Remove expired items from every shard; how many were removed."""
+        return self._remove(lambda shard: shard.expire(retry=retry))
+
+    def evict(self, tag: str | int | float | bytes | None, retry: bool = False) -> int:
+        """Remove the items tagged ``tag`` from every shard; how many were removed."""
+        return self._remove(lambda shard: shard.evict(tag, retry=retry))
+
+    def cull(self, retry: bool = False) -> int:
+        """Remove items until every shard is within its size limit; how many were removed."""
+        return self._remove(lambda shard: shard.cull(retry=retry))
+
+    def clear(self, retry: bool = False) -> int:
+        """Remove every item; how many were removed."""
+        return self._remove(lambda shard: shard.clear(retry=retry))
+
+    def create_tag_index(self) -> None:
+        """Index every shard by tag."""
+        for shard in self._shards:
+            shard.create_tag_index()
+
+    def drop_tag_index(self) -> None:
+        """Drop every shard's tag index."""
+        for shard in self._shards:
+            shard.drop_tag_index()
+
+    def stats(self, enable: bool = True, reset: bool = False) -> tuple[int, int]:
+        """``(hits, misses)`` summed over the shards; see :meth:`Cache.stats`."""
+        results = [shard.stats(enable, reset) for shard in self._shards]
+        return sum(hits for hits, _ in results), sum(misses for _, misses in results)
+
+    def volume(self) -> int:
+        """The estimated size of every shard on disk, in bytes."""
+        return sum(shard.volume() for shard in self._shards)
+
+    def reset(self, key: str, value: Any = ENOVAL) -> Any:
+        """Read or change the setting ``key`` in every shard (waiting on locked shards).
+
+        As in python-diskcache, the value is per shard: ``reset('size_limit', n)`` gives
+        each shard a limit of ``n``.
+        """
+        result: Any = None
+        for shard in self._shards:
+            while True:
+                try:
+                    result = shard.reset(key, value)
+                except Timeout:
+                    continue
+                break
+        return result
+
+    def memoize(
+        self,
+        name: str | None = None,
+        typed: bool = False,
+        expire: float | None = None,
+        tag: str | int | float | bytes | None = None,
+        ignore: Collection[int | str] = (),
+    ) -> Callable[[Callable[P, R]], Memoized[P, R]]:
+        """Decorator caching a function's results by its arguments; see :meth:`Cache.memoize`."""
+        if callable(name):
+            raise TypeError("name cannot be callable")
+
+        def decorator(func: Callable[P, R]) -> Memoized[P, R]:
+            base = (full_name(func),) if name is None else (name,)
+
+            def cache_key(*args: P.args, **kwargs: P.kwargs) -> tuple[Any, ...]:
+                return args_to_key(base, args, kwargs, typed, ignore)
+
+            @functools.wraps(func)
+            def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+                key = cache_key(*args, **kwargs)
+                result = self.get(key, default=ENOVAL, retry=True)
+                if result is ENOVAL:
+                    result = func(*args, **kwargs)
+                    if expire is None or expire > 0:
+                        self.set(key, result, expire, tag=tag, retry=True)
+                return cast(R, result)
+
+            wrapper.__cache_key__ = cache_key  # type: ignore[attr-defined]
+            return cast(Memoized[P, R], wrapper)
+
+        return decorator
+
+    def __len__(self) -> int:
+        return sum(len(shard) for shard in self._shards)
+
+    def __iter__(self) -> Iterator[Any]:
+        return itertools.chain.from_iterable(iter(shard) for shard in self._shards)
+
+    def __reversed__(self) -> Iterator[Any]:
+        return itertools.chain.from_iterable(reversed(shard) for shard in reversed(self._shards))
+
+    # ------------------------------------------------------------------ sub-stores
+
+    def cache(self, name: str, timeout: float = 60, disk: object = None, **settings: Any) -> Cache:
+        """The plain :class:`Cache` called ``name``, in ``<directory>/cache/<name>``.
+
+        The same handle is returned for the same name until :meth:`close`.
+        """
+        try:
+            return self._caches[name]
+        except KeyError:
+            directory = os.path.join(self._directory, "cache", *name.split("/"))
+            opened = Cache(directory, timeout, disk, **settings)
+            self._caches[name] = opened
+            return opened
+
+    def deque(self, name: str, maxlen: int | None = None) -> Any:
+        """Not yet: Deque arrives with issue 5."""
+        raise NotImplementedError("FanoutCache.deque(): Deque arrives with issue 5")
+
+    def index(self, name: str) -> Any:
+        """Not yet: Index arrives with issue 5."""
+        raise NotImplementedError("FanoutCache.index(): Index arrives with issue 5")
+
+    # ------------------------------------------------------------------ lifetime
+
+    def close(self) -> None:
+        """Close every shard and sub-cache. Calls after this reopen connections."""
+        for shard in self._shards:
+            shard.close()
+        for sub in self._caches.values():
+            sub.close()
+        self._caches.clear()
+
+    def __enter__(self: _F) -> _F:
+        return self
+
+    def __exit__(self, *exception: object) -> None:
+        self.close()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_reopen, (type(self), self._directory, self._count, self._timeout, self._options))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._directory!r}, shards={self._count})"

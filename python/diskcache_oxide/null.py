@@ -1,0 +1,385 @@
+"""The :class:`NullCache`: the whole :class:`~diskcache_oxide.Cache` API, storing nothing.
+
+What a :class:`~diskcache_oxide.Caches` registry hands out when caching is switched off or a
+cache could not be opened, so the app keeps running without its cache. Every read misses,
+every write reports that nothing was stored (see docs/decisions/D-022-caches-registry.md).
+The queue calls are here too, but the queue is always empty: never use a NullCache where
+the items must be kept (docs/state-isnt-cache.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import time
+import warnings
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from typing import Any, Literal, ParamSpec, TypeVar, cast
+
+from .core import DEFAULT_SETTINGS, ENOVAL, Memoized, args_to_key, full_name
+
+__all__ = ["NullCache"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+_N = TypeVar("_N", bound="NullCache")
+_Tag = str | int | float | bytes | None
+_Side = Literal["front", "back"]
+
+_COUNTERS = ("count", "size", "hits", "misses")
+
+
+def _miss(default: Any, expire_time: bool, tag: bool) -> Any:
+    """The value a read of an absent key returns, shaped as :meth:`Cache.get` shapes it."""
+    if expire_time and tag:
+        return (default, None, None)
+    if expire_time or tag:
+        return (default, None)
+    return default
+
+
+def _wait(timeout: float | None) -> None:
+    if timeout is not None and timeout > 0:
+        time.sleep(timeout)
+
+
+class NullCache:
+    """A cache that stores nothing, with :class:`~diskcache_oxide.Cache`'s API.
+
+    ``get``/``pop``/``pull``/``peek`` return their default, ``set``/``add``/``touch``/
+    ``delete`` return False, ``push`` returns None, ``incr`` returns ``default + delta``
+    without keeping it, the cache is always empty, ``transact()`` does nothing and a
+    memoized function runs on every call. Nothing touches the disk.
+
+    :param directory: only remembered (as :attr:`directory`); nothing is created there
+    :param timeout: only remembered
+    :param settings: only remembered, and read back as attributes (``size_limit``, ...)
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str] | None = None,
+        timeout: float = 60,
+        disk: object = None,
+        **settings: Any,
+    ) -> None:
+        self._directory = None if directory is None else os.fspath(directory)
+        self._timeout = float(timeout)
+        self._settings: dict[str, Any] = {**DEFAULT_SETTINGS, **settings}
+
+    @property
+    def directory(self) -> str | None:
+        """The directory the cache was configured with, if any; nothing is stored there."""
+        return self._directory
+
+    @property
+    def timeout(self) -> float:
+        return self._timeout
+
+    @property
+    def pickle(self) -> bool:
+        return bool(self._settings.get("pickle", False))
+
+    @property
+    def on_decode_error(self) -> Literal["raise", "miss"]:
+        return cast(Literal["raise", "miss"], self._settings.get("on_decode_error", "raise"))
+
+    @property
+    def read_only(self) -> bool:
+        return bool(self._settings.get("read_only", False))
+
+    @property
+    def durable(self) -> bool:
+        return bool(self._settings.get("durable", False))
+
+    def __getattr__(self, name: str) -> Any:
+        settings = self.__dict__.get("_settings", {})
+        if name in DEFAULT_SETTINGS:
+            return settings[name]
+        raise AttributeError(
+            f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._directory!r})"
+
+    # ------------------------------------------------------------------ single keys
+
+    def set(
+        self,
+        key: Any,
+        value: Any,
+        expire: float | None = None,
+        read: bool = False,
+        tag: _Tag = None,
+        retry: bool = False,
+    ) -> bool:
+        """Store nothing: False."""
+        return False
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        """Store nothing."""
+
+    def add(
+        self,
+        key: Any,
+        value: Any,
+        expire: float | None = None,
+        read: bool = False,
+        tag: _Tag = None,
+        retry: bool = False,
+    ) -> bool:
+        """Add nothing: False."""
+        return False
+
+    def touch(self, key: Any, expire: float | None = None, retry: bool = False) -> bool:
+        """No key to touch: False."""
+        return False
+
+    def incr(self, key: Any, delta: Any = 1, default: Any = 0, retry: bool = False) -> Any:
+        """``default + delta``, as for an absent key, kept nowhere.
+
+        :raises KeyError: if ``default`` is None
+        """
+        if default is None:
+            raise KeyError(key)
+        return default + delta
+
+    def decr(self, key: Any, delta: Any = 1, default: Any = 0, retry: bool = False) -> Any:
+        """``default - delta``, as for an absent key, kept nowhere.
+
+        :raises KeyError: if ``default`` is None
+        """
+        return self.incr(key, -delta, default, retry)
+
+    def get(
+        self,
+        key: Any,
+        default: Any = None,
+        read: bool = False,
+        expire_time: bool = False,
+        tag: bool = False,
+        retry: bool = False,
+    ) -> Any:
+        """``default`` (in a tuple with ``expire_time``/``tag``, as :meth:`Cache.get`)."""
+        return _miss(default, expire_time, tag)
+
+    def __getitem__(self, key: Any) -> Any:
+        raise KeyError(key)
+
+    def read(self, key: Any, retry: bool = False) -> Any:
+        raise KeyError(key)
+
+    def __contains__(self, key: object) -> bool:
+        return False
+
+    def pop(
+        self,
+        key: Any,
+        default: Any = None,
+        expire_time: bool = False,
+        tag: bool = False,
+        retry: bool = False,
+    ) -> Any:
+        """``default`` (in a tuple with ``expire_time``/``tag``, as :meth:`Cache.pop`)."""
+        return _miss(default, expire_time, tag)
+
+    def __delitem__(self, key: Any) -> None:
+        raise KeyError(key)
+
+    def delete(self, key: Any, retry: bool = False) -> bool:
+        """Nothing to delete: False."""
+        return False
+
+    def peekitem(
+        self,
+        last: bool = True,
+        expire_time: bool = False,
+        tag: bool = False,
+        retry: bool = False,
+    ) -> Any:
+        """:raises KeyError: always, as :meth:`Cache.peekitem` on an empty cache"""
+        raise KeyError("dictionary is empty")
+
+    # ------------------------------------------------------------------ batches
+
+    def get_many(self, keys: Iterable[Any], default: Any = None, retry: bool = False) -> list[Any]:
+        return [default for _ in keys]
+
+    def set_many(
+        self,
+        mapping: Mapping[Any, Any] | Iterable[tuple[Any, Any]],
+        expire: float | None = None,
+        tag: _Tag = None,
+        retry: bool = False,
+    ) -> None:
+        """Store nothing."""
+
+    def delete_many(self, keys: Iterable[Any], retry: bool = False) -> int:
+        return 0
+
+    # ------------------------------------------------------------------ whole cache
+
+    def expire(self, now: float | None = None, retry: bool = False) -> int:
+        return 0
+
+    def evict(self, tag: _Tag, retry: bool = False) -> int:
+        return 0
+
+    def clear(self, retry: bool = False) -> int:
+        return 0
+
+    def cull(self, retry: bool = False) -> int:
+        return 0
+
+    def check(self, fix: bool = False, retry: bool = False) -> list[warnings.WarningMessage]:
+        return []
+
+    def stats(self, enable: bool = True, reset: bool = False) -> tuple[int, int]:
+        return (0, 0)
+
+    def volume(self) -> int:
+        return 0
+
+    def reset(self, key: str, value: Any = ENOVAL, update: bool = True) -> Any:
+        """Read a setting (the counters are 0), or remember a new value."""
+        if key in _COUNTERS:
+            if value is not ENOVAL:
+                raise ValueError(f"{key} is a counter; it cannot be set")
+            return 0
+        if key not in DEFAULT_SETTINGS:
+            raise ValueError(f"unknown setting {key!r}")
+        if value is ENOVAL:
+            return self._settings[key]
+        self._settings[key] = value
+        return value
+
+    def create_tag_index(self) -> None:
+        pass
+
+    def drop_tag_index(self) -> None:
+        pass
+
+    @contextlib.contextmanager
+    def transact(self, retry: bool = False) -> Iterator[None]:
+        """Nothing to lock: the block just runs."""
+        yield
+
+    def memoize(
+        self,
+        name: str | None = None,
+        typed: bool = False,
+        expire: float | None = None,
+        tag: _Tag = None,
+        ignore: Collection[int | str] = (),
+    ) -> Callable[[Callable[P, R]], Memoized[P, R]]:
+        """Decorator that calls the function every time (nothing is cached), with
+        :meth:`Cache.memoize`'s ``__cache_key__``."""
+        if callable(name):
+            raise TypeError("name cannot be callable")
+
+        def decorator(func: Callable[P, R]) -> Memoized[P, R]:
+            base = (full_name(func),) if name is None else (name,)
+
+            def cache_key(*args: P.args, **kwargs: P.kwargs) -> tuple[Any, ...]:
+                return args_to_key(base, args, kwargs, typed, ignore)
+
+            @functools.wraps(func)
+            def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+                return func(*args, **kwargs)
+
+            wrapper.__cache_key__ = cache_key  # type: ignore[attr-defined]
+            return cast(Memoized[P, R], wrapper)
+
+        return decorator
+
+    def __len__(self) -> int:
+        return 0
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+    def __reversed__(self) -> Iterator[Any]:
+        return iter(())
+
+    def iterkeys(self, reverse: bool = False, prefix: str | None = None) -> Iterator[Any]:
+        return iter(())
+
+    # ------------------------------------------------------------------ queue
+
+    def push(
+        self,
+        value: Any,
+        prefix: str | None = None,
+        side: _Side = "back",
+        expire: float | None = None,
+        read: bool = False,
+        tag: _Tag = None,
+        retry: bool = False,
+    ) -> Any:
+        """Store nothing: None (the item is dropped)."""
+        return None
+
+    def push_many(
+        self,
+        values: Iterable[Any],
+        prefix: str | None = None,
+        side: _Side = "back",
+        expire: float | None = None,
+        tag: _Tag = None,
+        retry: bool = False,
+    ) -> list[Any]:
+        """Store nothing: one None per value (every item is dropped)."""
+        return [None for _ in values]
+
+    def pull(
+        self,
+        prefix: str | None = None,
+        default: Any = (None, None),
+        side: _Side = "front",
+        expire_time: bool = False,
+        tag: bool = False,
+        retry: bool = False,
+        timeout: float | None = None,
+    ) -> Any:
+        """The queue is always empty: ``default``, after waiting ``timeout`` seconds for an
+        item that never comes (so a worker loop does not spin)."""
+        _wait(timeout)
+        return _miss(default, expire_time, tag)
+
+    def pull_many(
+        self,
+        n: int,
+        prefix: str | None = None,
+        side: _Side = "front",
+        expire_time: bool = False,
+        tag: bool = False,
+        retry: bool = False,
+        timeout: float | None = None,
+    ) -> list[Any]:
+        """The queue is always empty: ``[]``, after waiting ``timeout`` seconds."""
+        _wait(timeout)
+        return []
+
+    def peek(
+        self,
+        prefix: str | None = None,
+        default: Any = (None, None),
+        side: _Side = "front",
+        expire_time: bool = False,
+        tag: bool = False,
+        retry: bool = False,
+    ) -> Any:
+        return _miss(default, expire_time, tag)
+
+    # ------------------------------------------------------------------ lifetime
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self: _N) -> _N:
+        return self
+
+    def __exit__(self, *exception: object) -> None:
+        self.close()
