@@ -163,3 +163,66 @@ def test_refuses_a_directory_that_holds_state(tmp_path: Path) -> None:
     # A switched-off registry opens nothing, so it cannot see the stored policy.
     off = dco.Caches({"jobs": {"directory": tmp_path / "jobs"}}, enabled=False)
     assert isinstance(off["jobs"], dco.NullCache)
+
+
+# ------------------------------------------------- fallbacks that need root to set up
+
+
+def _root_only() -> None:
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount a file system or to drop to another user")
+
+
+def test_falls_back_on_a_read_only_file_system(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import subprocess
+
+    _root_only()
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k,ro", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs here: {done.stderr.strip()}")
+    try:
+        caches = dco.Caches({"pages": {"directory": mount / "cache"}})
+        with caplog.at_level(logging.WARNING, logger="diskcache_oxide"):
+            assert isinstance(caches["pages"], dco.NullCache)
+        assert isinstance(caches.errors["pages"], OSError)
+        assert sum(r.name == "diskcache_oxide" for r in caplog.records) == 1
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_falls_back_on_a_directory_without_permissions(tmp_path: Path) -> None:
+    """chmod does not stop root, so the registry runs in a forked child that became nobody."""
+    import os
+
+    _root_only()
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    dco.Cache(str(locked / "cache")).close()
+    os.chmod(locked, 0o700)  # owned by root: nobody may not enter it
+    os.chmod(tmp_path, 0o755)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 1
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            caches = dco.Caches({"pages": {"directory": str(locked / "cache")}})
+            ok = isinstance(caches["pages"], dco.NullCache) and isinstance(
+                caches.errors["pages"], PermissionError
+            )
+            code = 0 if ok else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
