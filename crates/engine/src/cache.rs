@@ -113,6 +113,19 @@ struct Conn {
     immutable: bool,
 }
 
+impl Conn {
+    /// The WAL index header to validate remembered reads against, when they may be used: not
+    /// inside a transaction (its own writes are uncommitted), and not on an immutable
+    /// connection (it has no WAL index to watch, and mapping one would create the -shm file).
+    fn header(&mut self) -> Option<[u8; 48]> {
+        if self.depth == 0 && !self.immutable {
+            self.recent.now(&self.db)
+        } else {
+            None
+        }
+    }
+}
+
 impl Drop for Conn {
     fn drop(&mut self) {
         // A connection inherited through fork() belongs to the parent: closing it here could
@@ -395,6 +408,18 @@ impl Cache {
             conn.generation = generation;
         }
         f(conn)
+    }
+
+    /// Run `f` on this thread's connection with the remembered reads and the header that
+    /// validates them (`None` where they may not be used; see `Conn::header`).
+    pub(crate) fn read_remembering<T>(
+        &self,
+        f: impl FnOnce(&Connection, &mut Recent, Option<[u8; 48]>) -> Result<T>,
+    ) -> Result<T> {
+        self.with_conn(|c| {
+            let header = c.header();
+            f(&c.db, &mut c.recent, header)
+        })
     }
 
     /// Run `f` on this thread's connection with no transaction of its own.
@@ -781,11 +806,7 @@ impl Cache {
             // Taken before the read: a commit after it shows as a changed header later.
             // An immutable connection has no WAL index to watch (and mapping one would create
             // the -shm file): it reads without the recent-values cache.
-            let header = if c.depth == 0 && !c.immutable {
-                c.recent.now(&c.db)
-            } else {
-                None
-            };
+            let header = c.header();
             if let Some(h) = &header {
                 if let Some(e) = c.recent.get(h, key) {
                     if live(e.expire_time, now()) {

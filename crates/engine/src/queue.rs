@@ -18,7 +18,7 @@ pub const QUEUE_START: i64 = 500_000_000_000_000;
 /// The last number of the 15-digit space.
 pub const QUEUE_MAX: i64 = 999_999_999_999_999;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Side {
     Front,
     Back,
@@ -247,7 +247,24 @@ impl Cache {
     pub fn peek(&self, prefix: Option<&str>, side: Side) -> Result<Option<Candidate>> {
         check_prefix(prefix)?;
         let range = Range::new(prefix);
-        self.read(|db| Ok(self.front(db, &range, side)?.map(|f| f.candidate)))
+        self.read_remembering(|db, recent, header| {
+            if let Some(h) = &header {
+                if let Some(item) = recent.front(h, prefix, side, now()) {
+                    return Ok(item.map(|(key, e)| Candidate { key, entry: Ok(e) }));
+                }
+            }
+            let found = self.front(db, &range, side)?.map(|f| f.candidate);
+            if let Some(h) = header {
+                match &found {
+                    None => recent.put_front(h, prefix, side, None),
+                    Some(Candidate { key, entry: Ok(e) }) => {
+                        recent.put_front(h, prefix, side, Some((key, e)))
+                    }
+                    Some(_) => {}
+                }
+            }
+            Ok(found)
+        })
     }
 
     /// Remove a damaged item found by `peek` (the caller saw its error); true if it was still there.

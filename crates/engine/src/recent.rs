@@ -7,6 +7,7 @@
 //! Inside a transaction, and for values kept in files, reads always go to SQLite.
 
 use crate::key::{Key, Scalar};
+use crate::queue::Side;
 use crate::stored::{Entry, StoredValue};
 use rusqlite::{ffi, Connection};
 use std::collections::HashMap;
@@ -21,10 +22,15 @@ const MAX_VALUE: usize = 16 * 1024;
 const MAX_BYTES: usize = 4 * 1024 * 1024;
 const MAX_ENTRIES: usize = 8192;
 
+/// A queue's end: its prefix and side.
+type QueueEnd = (Option<String>, Side);
+
 pub(crate) struct Recent {
     header: Option<Header>,
     snapshot: [u8; HEADER],
     entries: HashMap<u64, (Key, Entry)>,
+    /// Queue ends lately peeked, by (prefix, side): the live item there, or none.
+    fronts: HashMap<QueueEnd, Option<(Key, Entry)>>,
     bytes: usize,
 }
 
@@ -78,6 +84,7 @@ impl Recent {
             header: None,
             snapshot: [0; HEADER],
             entries: HashMap::new(),
+            fronts: HashMap::new(),
             bytes: 0,
         }
     }
@@ -125,8 +132,53 @@ impl Recent {
         self.entries.insert(hash(key), (key.clone(), entry.clone()));
     }
 
+    /// The remembered end of a queue, if nothing was committed since it was read and the item
+    /// there has not expired since (then the next one may be live, and only SQLite knows).
+    /// `Some(None)`: the queue was empty, and nothing committed since can have filled it.
+    pub(crate) fn front(
+        &mut self,
+        header: &[u8; HEADER],
+        prefix: Option<&str>,
+        side: Side,
+        now: f64,
+    ) -> Option<Option<(Key, Entry)>> {
+        if header != &self.snapshot {
+            self.clear();
+            return None;
+        }
+        let found = self.fronts.get(&(prefix.map(str::to_owned), side))?;
+        match found {
+            Some((_, e)) if e.expire_time.is_some_and(|t| t <= now) => None,
+            other => Some(other.clone()),
+        }
+    }
+
+    pub(crate) fn put_front(
+        &mut self,
+        header: [u8; HEADER],
+        prefix: Option<&str>,
+        side: Side,
+        item: Option<(&Key, &Entry)>,
+    ) {
+        if header != self.snapshot {
+            self.clear();
+            self.snapshot = header;
+        }
+        if let Some((_, e)) = item {
+            if matches!(e.value, StoredValue::File(_) | StoredValue::Deferred(_)) {
+                return;
+            }
+        }
+        if self.fronts.len() >= 64 {
+            self.fronts.clear();
+        }
+        let item = item.map(|(k, e)| (k.clone(), e.clone()));
+        self.fronts.insert((prefix.map(str::to_owned), side), item);
+    }
+
     pub(crate) fn clear(&mut self) {
         self.entries.clear();
+        self.fronts.clear();
         self.bytes = 0;
     }
 }

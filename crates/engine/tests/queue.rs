@@ -393,3 +393,40 @@ fn a_directory_made_again_under_the_same_path_is_watched_anew() {
         );
     });
 }
+
+#[test]
+fn repeated_peeks_see_every_push_and_pull_of_another_connection() {
+    let (dir, watcher) = open();
+    let worker = Cache::open(dir.path(), OpenOptions::default()).unwrap();
+    let front = |c: &Cache| c.peek(Some("q"), Side::Front).unwrap().map(|c| c.key);
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            for i in 0..100i64 {
+                assert_eq!(front(&watcher), None, "round {i}: the queue is empty");
+                let k = worker
+                    .push(Some("q"), ValueRef::Int(i), Side::Back, &w())
+                    .unwrap();
+                for _ in 0..3 {
+                    assert_eq!(
+                        front(&watcher),
+                        Some(k.clone()),
+                        "round {i}: stale peek after a push"
+                    );
+                }
+                assert!(pull(&worker, Some("q"), Side::Front).is_some());
+            }
+            assert_eq!(front(&watcher), None);
+        });
+    });
+    // An item that expires while remembered is not shown again.
+    let opts = WriteOptions {
+        expire: Some(0.03),
+        tag: None,
+    };
+    watcher
+        .push(Some("e"), ValueRef::Int(1), Side::Back, &opts)
+        .unwrap();
+    assert!(watcher.peek(Some("e"), Side::Front).unwrap().is_some());
+    std::thread::sleep(std::time::Duration::from_millis(40));
+    assert!(watcher.peek(Some("e"), Side::Front).unwrap().is_none());
+}
