@@ -2401,7 +2401,14 @@ pub(crate) fn apply_delta(db: &Connection, d: &Delta) -> Result<()> {
 }
 
 fn volume(db: &Connection, page_size: i64) -> Result<i64> {
-    db.prepare_cached("SELECT (SELECT page_count FROM pragma_page_count()) * ?1 + size FROM meta")
-        .and_then(|mut st| st.query_row([page_size], |r| r.get(0)))
-        .ctx("measuring the cache's volume")
+    // A plain cached PRAGMA: the pragma_page_count() table function re-parses SQL on every step.
+    let pages: i64 = db
+        .prepare_cached("PRAGMA page_count")
+        .and_then(|mut st| st.query_row([], |r| r.get(0)))
+        .ctx("measuring the cache's volume")?;
+    let files: i64 = db
+        .prepare_cached("SELECT size FROM meta")
+        .and_then(|mut st| st.query_row([], |r| r.get(0)))
+        .ctx("measuring the cache's volume")?;
+    Ok(pages * page_size + files)
 }
