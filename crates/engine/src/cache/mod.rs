@@ -1,0 +1,618 @@
+//! The cache: one directory, one SQLite database in WAL mode, value files beside it.
+//!
+//! The schema and its pages-per-write budget are recorded in
+//! `docs/decisions/D-001-schema-and-pages-per-write.md`.
+
+use crate::conn::{self, Deadline};
+use crate::error::{sql_error, SqlContext};
+use crate::files::{Found, ValueFiles};
+use crate::key::{Key, Scalar, RAW_ENCODED, RAW_NATIVE, RAW_PICKLED};
+use crate::lock::DirLock;
+use crate::recent::Recent;
+use crate::settings::{EvictionPolicy, SettingValue, Settings};
+use crate::stored::{checksum, Entry, Kind, StoredValue, ValueFile, ValueRef};
+use crate::{Error, Result};
+use rusqlite::types::{ToSqlOutput, Value as SqlValue, ValueRef as Sql};
+use rusqlite::{params, Connection, OptionalExtension};
+use std::cell::RefCell;
+use std::io::Read;
+use std::mem::ManuallyDrop;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use thread_local::ThreadLocal;
+
+/// The on-disk format this build writes and the newest it reads (`PRAGMA user_version`).
+pub const FORMAT_VERSION: i64 = 1;
+/// `PRAGMA application_id`: marks a database as ours ("DCOX").
+const APPLICATION_ID: i64 = 0x4443_4f58;
+/// The database file inside the cache directory.
+pub const DB_NAME: &str = "cache.db";
+/// Rows per batch in the maintenance loops that release the write lock between batches.
+const BATCH: i64 = 100;
+
+/// How to open a cache directory.
+#[derive(Debug, Clone)]
+pub struct OpenOptions {
+    /// How long a call waits on a database another connection holds locked before `Error::Timeout`.
+    pub timeout: Duration,
+    /// Settings to apply; the rest come from the directory, or the defaults for a new one.
+    pub settings: Vec<(String, SettingValue)>,
+    /// Open an existing cache without writing a byte to its directory; every write then
+    /// fails with `Error::ReadOnly` (D-019).
+    pub read_only: bool,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            timeout: Duration::from_secs(60),
+            settings: Vec::new(),
+            read_only: false,
+        }
+    }
+}
+
+/// Expiry and tag for a write.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    /// Seconds from now until the item expires; `None` never expires.
+    pub expire: Option<f64>,
+    pub tag: Option<Scalar>,
+}
+
+/// Result of [`Cache::incr`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Incr {
+    /// The new value, stored.
+    Value(i64),
+    /// The key was absent (or expired) and no default was given.
+    Missing,
+    /// The stored value is not an i64 int, or the sum overflows i64: nothing was written;
+    /// the caller may do the arithmetic itself inside a transaction.
+    NotInt,
+}
+
+/// A handle on one cache directory. Cheap to clone and share between threads: each thread
+/// gets its own SQLite connection, and a handle keeps working in a forked child.
+#[derive(Clone)]
+pub struct Cache {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    directory: PathBuf,
+    db_path: PathBuf,
+    files: ValueFiles,
+    timeout: Duration,
+    settings: RwLock<Settings>,
+    /// Bumped whenever a per-connection pragma changes, so other threads re-apply them.
+    generation: AtomicU64,
+    page_size: i64,
+    conns: ThreadLocal<RefCell<Option<Conn>>>,
+    /// Opened with `read_only`: no write reaches SQLite or the directory (D-019).
+    read_only: bool,
+}
+
+struct Conn {
+    /// Never closed from a process other than the one that opened it (see `Drop`).
+    db: ManuallyDrop<Connection>,
+    /// `conn::fork_generation()` when opened: a different one means we are in a forked child.
+    fork: u64,
+    /// Nesting depth of `begin()` on this thread.
+    depth: u32,
+    generation: u64,
+    /// Files to unlink once the outermost transaction commits.
+    unlink_on_commit: Vec<String>,
+    /// Files written inside the transaction: unlinked if it rolls back.
+    unlink_on_rollback: Vec<String>,
+    /// Small values read lately, valid until anyone commits (D-017).
+    recent: Recent,
+    /// A read-only connection opened `immutable=1` (no `-wal` file existed then).
+    immutable: bool,
+}
+
+impl Conn {
+    /// The WAL index header to validate remembered reads against, when they may be used: not
+    /// inside a transaction (its own writes are uncommitted), and not on an immutable
+    /// connection (it has no WAL index to watch, and mapping one would create the -shm file).
+    fn header(&mut self) -> Option<[u8; 48]> {
+        if self.depth == 0 && !self.immutable {
+            self.recent.now(&self.db)
+        } else {
+            None
+        }
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        // A connection inherited through fork() belongs to the parent: closing it here could
+        // disturb the parent's locks, so the child leaks it instead.
+        if self.fork == conn::fork_generation() {
+            // SAFETY: dropped exactly once, here.
+            unsafe { ManuallyDrop::drop(&mut self.db) }
+        }
+    }
+}
+
+/// What a read does with bytes kept in a value file.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum FileMode {
+    /// Read them into memory.
+    Read,
+    /// Verify them and return the file's path (python-diskcache's `read=True`).
+    Handle,
+    /// Leave them for the caller to read into its own buffer.
+    Defer,
+}
+
+/// A row's value columns, copied out of SQLite.
+pub(crate) struct Row {
+    pub(crate) rowid: i64,
+    pub(crate) expire_time: Option<f64>,
+    pub(crate) tag: Option<Scalar>,
+    pub(crate) kind: i64,
+    pub(crate) crc: u32,
+    pub(crate) filename: Option<String>,
+    pub(crate) size: i64,
+    pub(crate) inline: Inline,
+}
+
+pub(crate) enum Inline {
+    Null,
+    Int(i64),
+    Float(f64),
+    Text(Vec<u8>),
+    Blob(Vec<u8>),
+}
+
+/// A value ready to be written: small ones inline, large ones already in their file.
+pub(crate) struct Prepared<'a> {
+    pub(crate) kind: Kind,
+    pub(crate) crc: u32,
+    pub(crate) size: i64,
+    pub(crate) inline: Option<ValueRef<'a>>,
+    pub(crate) file: Option<String>,
+}
+
+#[derive(Clone, Copy)]
+struct Hot {
+    statistics: bool,
+    eviction_policy: EvictionPolicy,
+    size_limit: i64,
+    cull_limit: i64,
+    disk_min_file_size: i64,
+}
+
+impl From<&Settings> for Hot {
+    fn from(s: &Settings) -> Hot {
+        Hot {
+            statistics: s.statistics,
+            eviction_policy: s.eviction_policy,
+            size_limit: s.size_limit,
+            cull_limit: s.cull_limit,
+            disk_min_file_size: s.disk_min_file_size,
+        }
+    }
+}
+
+/// When and how an entry is written: the time, its expiry and its tag.
+pub(crate) struct Stamp<'o> {
+    pub(crate) now: f64,
+    pub(crate) expire_time: Option<f64>,
+    pub(crate) tag: &'o Option<Scalar>,
+}
+
+impl<'o> Stamp<'o> {
+    pub(crate) fn new(options: &'o WriteOptions) -> Stamp<'o> {
+        let now = now();
+        Stamp {
+            now,
+            expire_time: options.expire.map(|e| now + e),
+            tag: &options.tag,
+        }
+    }
+}
+
+/// Whether a write may find its key already present.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fresh {
+    /// Look for the key and overwrite it in place if present.
+    Maybe,
+    /// The caller knows the key is absent (a queue push just numbered it): insert directly.
+    Known,
+}
+
+/// Count and size changes of one operation, applied to `meta` in one statement.
+#[derive(Default)]
+pub(crate) struct Delta {
+    pub(crate) count: i64,
+    pub(crate) size: i64,
+}
+
+/// The columns `row_from` maps, in its order.
+macro_rules! row_columns {
+    () => {
+        "rowid, expire_time, tag, kind, crc, filename, size, value"
+    };
+}
+pub(crate) const ROW_COLUMNS: &str = row_columns!();
+
+pub(crate) fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+fn live(expire_time: Option<f64>, now: f64) -> bool {
+    expire_time.is_none_or(|t| t > now)
+}
+
+impl Cache {
+    /// Open (creating if needed) the cache in `directory`.
+    ///
+    /// Opening is serialised by a directory lock, so any number of processes may open a fresh
+    /// directory at once. An existing cache is only read unless a given setting differs.
+    pub fn open(directory: impl AsRef<Path>, options: OpenOptions) -> Result<Cache> {
+        let directory = directory.as_ref().to_path_buf();
+        crate::layout::refuse_fanout_root(&directory)?;
+        let db_path = directory.join(DB_NAME);
+        let _deadline = Deadline::start(options.timeout);
+        let (db, settings, immutable) = if options.read_only {
+            // Nothing is created: no directory, no lock file, no schema, no settings (D-019).
+            match std::fs::metadata(&directory) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => {
+                    return Err(Error::NotACache(format!(
+                        "{} is not a directory",
+                        directory.display()
+                    )))
+                }
+                Err(e) => {
+                    return Err(Error::io(
+                        "opening a cache read-only: the directory cannot be read",
+                        Some(directory),
+                        e,
+                    ))
+                }
+            }
+            if let Err(e) = std::fs::metadata(&db_path) {
+                return Err(Error::io(
+                    "opening a cache read-only: the directory holds no cache database; \
+                     read_only=True never creates one",
+                    Some(db_path),
+                    e,
+                ));
+            }
+            let (db, immutable) = conn::open_read_only(&db_path)?;
+            let settings = init_database(&db, &options.settings, true)?;
+            (db, settings, immutable)
+        } else {
+            std::fs::create_dir_all(&directory).map_err(|e| {
+                Error::io("creating the cache directory", Some(directory.clone()), e)
+            })?;
+            let lock = DirLock::exclusive(&directory, options.timeout)?;
+            let db = conn::open(&db_path)?;
+            let settings = init_database(&db, &options.settings, false)?;
+            drop(lock);
+            (db, settings, false)
+        };
+        conn::apply_pragmas(&db, &settings)?;
+        let page_size: i64 = db
+            .query_row("PRAGMA page_size", [], |r| r.get(0))
+            .ctx("reading the page size")?;
+        let inner = Inner {
+            files: ValueFiles::new(&directory),
+            directory,
+            db_path,
+            timeout: options.timeout,
+            settings: RwLock::new(settings),
+            generation: AtomicU64::new(0),
+            page_size,
+            conns: ThreadLocal::new(),
+            read_only: options.read_only,
+        };
+        let conn = Conn {
+            db: ManuallyDrop::new(db),
+            fork: conn::fork_generation(),
+            depth: 0,
+            generation: 0,
+            unlink_on_commit: Vec::new(),
+            unlink_on_rollback: Vec::new(),
+            recent: Recent::new(),
+            immutable,
+        };
+        *inner.conns.get_or(|| RefCell::new(None)).borrow_mut() = Some(conn);
+        Ok(Cache {
+            inner: Arc::new(inner),
+        })
+    }
+
+    pub fn directory(&self) -> &Path {
+        &self.inner.directory
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.inner.timeout
+    }
+
+    /// Whether this handle was opened with `read_only` (D-019).
+    pub fn read_only(&self) -> bool {
+        self.inner.read_only
+    }
+
+    /// `Err(Error::ReadOnly)` on a read-only handle: every write path calls this before it
+    /// touches anything.
+    fn writable(&self) -> Result<()> {
+        if self.inner.read_only {
+            return Err(Error::ReadOnly(format!(
+                "this cache handle was opened with read_only=True and cannot write; open \
+                 {:?} without read_only=True to change it",
+                self.inner.directory.display().to_string()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The settings as this handle currently applies them.
+    pub fn settings(&self) -> Settings {
+        self.inner
+            .settings
+            .read()
+            .map(|s| s.clone())
+            .unwrap_or_default()
+    }
+
+    /// The settings the hot paths consult, copied without allocating.
+    fn hot(&self) -> Hot {
+        match self.inner.settings.read() {
+            Ok(s) => Hot::from(&*s),
+            Err(poisoned) => Hot::from(&*poisoned.into_inner()),
+        }
+    }
+
+    /// Path of the value file stored under `relative` (as in [`StoredValue::File`]).
+    pub fn value_path(&self, relative: &str) -> PathBuf {
+        self.inner.files.path(relative)
+    }
+
+    // ----- connections and transactions -------------------------------------------------
+
+    fn with_conn<T>(&self, f: impl FnOnce(&mut Conn) -> Result<T>) -> Result<T> {
+        let _deadline = Deadline::start(self.inner.timeout);
+        let cell = self.inner.conns.get_or(|| RefCell::new(None));
+        let mut slot = cell.try_borrow_mut().map_err(|_| {
+            Error::invalid("a cache call was re-entered on one thread while another was running")
+        })?;
+        let fork = conn::fork_generation();
+        if slot.as_ref().is_some_and(|c| c.fork != fork) {
+            *slot = None; // forked: the parent's connection is leaked by Conn::drop, not closed
+        }
+        if self.inner.read_only
+            && slot.as_ref().is_some_and(|c| c.immutable)
+            && conn::wal_path(&self.inner.db_path).exists()
+        {
+            // A writer arrived since this connection opened immutable: share its WAL now.
+            *slot = None;
+        }
+        let conn = match &mut *slot {
+            Some(c) => c,
+            none => none.insert(self.connect()?),
+        };
+        let generation = self.inner.generation.load(Ordering::Acquire);
+        if conn.generation != generation {
+            conn::apply_pragmas(&conn.db, &self.settings())?;
+            conn.generation = generation;
+        }
+        f(conn)
+    }
+
+    /// Run `f` on this thread's connection with the remembered reads and the header that
+    /// validates them (`None` where they may not be used; see `Conn::header`).
+    pub(crate) fn read_remembering<T>(
+        &self,
+        f: impl FnOnce(&Connection, &mut Recent, Option<[u8; 48]>) -> Result<T>,
+    ) -> Result<T> {
+        self.with_conn(|c| {
+            let header = c.header();
+            f(&c.db, &mut c.recent, header)
+        })
+    }
+
+    /// Run `f` on this thread's connection with no transaction of its own.
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        self.with_conn(|c| f(&c.db))
+    }
+
+    fn connect(&self) -> Result<Conn> {
+        let (db, immutable) = if self.inner.read_only {
+            conn::open_read_only(&self.inner.db_path)?
+        } else {
+            (conn::open(&self.inner.db_path)?, false)
+        };
+        conn::apply_pragmas(&db, &self.settings())?;
+        Ok(Conn {
+            db: ManuallyDrop::new(db),
+            fork: conn::fork_generation(),
+            depth: 0,
+            generation: self.inner.generation.load(Ordering::Acquire),
+            unlink_on_commit: Vec::new(),
+            unlink_on_rollback: Vec::new(),
+            recent: Recent::new(),
+            immutable,
+        })
+    }
+
+    /// Run `f` as one atomic write: its own `BEGIN IMMEDIATE … COMMIT`, or a savepoint inside
+    /// this thread's open transaction. `f` lists files to unlink once the write is committed.
+    /// `new_file` (with the shared directory lock held since it was written) is unlinked if
+    /// the write does not happen.
+    pub(crate) fn write<T>(
+        &self,
+        new_file: Option<(String, DirLock)>,
+        f: impl FnOnce(&Connection, &mut Vec<String>) -> Result<T>,
+    ) -> Result<T> {
+        self.writable()?;
+        let (new_name, dir_lock) = match new_file {
+            Some((n, l)) => (Some(n), Some(l)),
+            None => (None, None),
+        };
+        let result = self.with_conn(|c| {
+            let top = c.depth == 0;
+            run(
+                &c.db,
+                if top {
+                    "BEGIN IMMEDIATE"
+                } else {
+                    "SAVEPOINT op"
+                },
+            )
+            .map_err(|e| sql_error("starting a write", e))?;
+            // Holding the write lock now: a concurrent check(fix=True) sees our row before our file.
+            drop(dir_lock);
+            let mut unlink = Vec::new();
+            match f(&c.db, &mut unlink) {
+                Ok(v) if top => match run(&c.db, "COMMIT") {
+                    Ok(()) => {
+                        unlink.iter().for_each(|n| self.inner.files.remove(n));
+                        Ok(v)
+                    }
+                    Err(e) => {
+                        let _ = run(&c.db, "ROLLBACK");
+                        Err(sql_error("committing a write", e))
+                    }
+                },
+                Ok(v) => {
+                    run(&c.db, "RELEASE op").ctx("ending a write inside a transaction")?;
+                    c.unlink_on_commit.append(&mut unlink);
+                    c.unlink_on_rollback.extend(new_name.iter().cloned());
+                    Ok(v)
+                }
+                Err(e) => {
+                    let _ = run(
+                        &c.db,
+                        if top {
+                            "ROLLBACK"
+                        } else {
+                            "ROLLBACK TO op; RELEASE op"
+                        },
+                    );
+                    Err(e)
+                }
+            }
+        });
+        if result.is_err() {
+            if let Some(n) = &new_name {
+                self.inner.files.remove(n);
+            }
+        }
+        result
+    }
+
+    /// Begin (or nest into) this thread's transaction. Every `begin` needs one `end`.
+    pub fn begin(&self) -> Result<()> {
+        self.writable()?;
+        self.with_conn(|c| {
+            if c.depth == 0 {
+                run(&c.db, "BEGIN IMMEDIATE")
+                    .map_err(|e| sql_error("starting a transaction", e))?;
+            }
+            c.depth += 1;
+            Ok(())
+        })
+    }
+
+    /// End this thread's innermost transaction level, committing (or rolling back) at the outermost.
+    pub fn end(&self, commit: bool) -> Result<()> {
+        self.with_conn(|c| {
+            if c.depth == 0 {
+                return Err(Error::invalid(
+                    "end() without a matching begin() on this thread",
+                ));
+            }
+            c.depth -= 1;
+            if c.depth > 0 {
+                return Ok(());
+            }
+            let files = &self.inner.files;
+            let committed = if commit { run(&c.db, "COMMIT") } else { Ok(()) };
+            if commit && committed.is_ok() {
+                c.unlink_on_commit.drain(..).for_each(|n| files.remove(&n));
+                c.unlink_on_rollback.clear();
+                return Ok(());
+            }
+            let rolled_back = run(&c.db, "ROLLBACK");
+            c.unlink_on_rollback
+                .drain(..)
+                .for_each(|n| files.remove(&n));
+            c.unlink_on_commit.clear();
+            match committed {
+                Err(e) => Err(sql_error(
+                    "committing a transaction (it was rolled back)",
+                    e,
+                )),
+                Ok(()) => rolled_back.ctx("rolling back a transaction"),
+            }
+        })
+    }
+
+    /// Run `f` in a transaction: committed if it returns Ok, rolled back otherwise.
+    pub fn transact<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        self.begin()?;
+        match f() {
+            Ok(v) => {
+                self.end(true)?;
+                Ok(v)
+            }
+            Err(e) => {
+                let _ = self.end(false);
+                Err(e)
+            }
+        }
+    }
+
+    /// Whether this thread has a transaction open on this handle (a `begin` without its
+    /// `end`). A blocking wait skips waiting then: it holds the write lock, so no other
+    /// writer could bring what it waits for.
+    pub fn in_transaction(&self) -> bool {
+        let fork = conn::fork_generation();
+        self.inner
+            .conns
+            .get()
+            .and_then(|cell| {
+                cell.try_borrow()
+                    .ok()
+                    .map(|slot| slot.as_ref().is_some_and(|c| c.depth > 0 && c.fork == fork))
+            })
+            .unwrap_or(false)
+    }
+
+    /// Close this thread's connection (others close when the handle drops).
+    pub fn close(&self) {
+        if let Some(cell) = self.inner.conns.get() {
+            if let Ok(mut slot) = cell.try_borrow_mut() {
+                if let Some(c) = slot.as_mut() {
+                    if c.depth > 0 {
+                        let _ = run(&c.db, "ROLLBACK");
+                    }
+                }
+                *slot = None;
+            }
+        }
+    }
+}
+
+// Declared after `row_columns!` so the submodules can use it.
+mod maintenance;
+mod read;
+mod rows;
+mod schema;
+mod values;
+mod write;
+
+use rows::*;
+pub(crate) use rows::{apply_delta, delete_rowid, inline_sql, key_from, key_sql, row_from};
+use schema::*;

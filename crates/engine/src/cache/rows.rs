@@ -1,0 +1,282 @@
+//! Moving keys, tags, values and rows between Rust and SQLite.
+
+use super::*;
+
+pub(crate) fn key_sql(key: &Key) -> (ToSqlOutput<'_>, i64) {
+    let v = match key {
+        Key::Native(Scalar::Int(i)) => Sql::Integer(*i),
+        Key::Native(Scalar::Float(f)) => Sql::Real(*f),
+        Key::Native(Scalar::Str(s)) => Sql::Text(s.as_bytes()),
+        Key::Native(Scalar::Bytes(b)) | Key::Encoded(b) | Key::Pickled(b) => Sql::Blob(b),
+    };
+    (ToSqlOutput::Borrowed(v), key.raw())
+}
+
+pub(super) fn scalar_sql(s: &Option<Scalar>) -> ToSqlOutput<'static> {
+    ToSqlOutput::Owned(s.as_ref().map_or(SqlValue::Null, scalar_value))
+}
+
+pub(super) fn scalar_value(s: &Scalar) -> SqlValue {
+    match s {
+        Scalar::Int(i) => SqlValue::Integer(*i),
+        Scalar::Float(f) => SqlValue::Real(*f),
+        Scalar::Str(s) => SqlValue::Text(s.clone()),
+        Scalar::Bytes(b) => SqlValue::Blob(b.clone()),
+    }
+}
+
+pub(crate) fn inline_sql<'a>(v: Option<ValueRef<'a>>) -> ToSqlOutput<'a> {
+    ToSqlOutput::Borrowed(match v {
+        None => Sql::Null,
+        Some(ValueRef::Int(i)) => Sql::Integer(i),
+        Some(ValueRef::Float(f)) => Sql::Real(f),
+        Some(ValueRef::Str(s)) => Sql::Text(s.as_bytes()),
+        Some(ValueRef::Bytes(b) | ValueRef::Encoded(b) | ValueRef::Pickled(b)) => Sql::Blob(b),
+    })
+}
+
+pub(super) fn scalar_from(v: Sql<'_>) -> Result<Option<Scalar>> {
+    Ok(match v {
+        Sql::Null => None,
+        Sql::Integer(i) => Some(Scalar::Int(i)),
+        Sql::Real(f) => Some(Scalar::Float(f)),
+        Sql::Text(t) => Some(Scalar::Str(
+            std::str::from_utf8(t)
+                .map_err(|_| Error::corrupt("a stored tag is not valid UTF-8"))?
+                .to_owned(),
+        )),
+        Sql::Blob(b) => Some(Scalar::Bytes(b.to_vec())),
+    })
+}
+
+pub(crate) fn key_from(v: Sql<'_>, raw: i64) -> Result<Key> {
+    match (raw, v) {
+        (RAW_NATIVE, v) => match scalar_from(v)? {
+            Some(s) => Ok(Key::Native(s)),
+            None => Err(Error::corrupt("a stored key is NULL")),
+        },
+        (RAW_ENCODED, Sql::Blob(b)) => Ok(Key::Encoded(b.to_vec())),
+        (RAW_PICKLED, Sql::Blob(b)) => Ok(Key::Pickled(b.to_vec())),
+        _ => Err(Error::corrupt(format!(
+            "a stored key has an unknown form (raw = {raw})"
+        ))),
+    }
+}
+
+/// Map a `SELECT row_columns!()` row. Damage to the row itself is reported per row.
+pub(crate) fn row_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Row>> {
+    let inline = match r.get_ref(7)? {
+        Sql::Null => Inline::Null,
+        Sql::Integer(i) => Inline::Int(i),
+        Sql::Real(f) => Inline::Float(f),
+        Sql::Text(t) => Inline::Text(t.to_vec()),
+        Sql::Blob(b) => Inline::Blob(b.to_vec()),
+    };
+    let tag = match scalar_from(r.get_ref(2)?) {
+        Ok(t) => t,
+        Err(e) => return Ok(Err(e)),
+    };
+    Ok(Ok(Row {
+        rowid: r.get(0)?,
+        expire_time: r.get(1)?,
+        tag,
+        kind: r.get(3)?,
+        crc: r.get::<_, i64>(4)? as u32,
+        filename: r.get(5)?,
+        size: r.get(6)?,
+        inline,
+    }))
+}
+
+pub(super) fn load_inline(kind: Kind, crc: u32, inline: Inline) -> Result<StoredValue> {
+    let check = |bytes: &[u8]| {
+        if checksum(bytes) == crc {
+            Ok(())
+        } else {
+            Err(Error::corrupt(
+                "a stored value does not match its checksum; the bytes on disk were damaged",
+            ))
+        }
+    };
+    Ok(match (kind, inline) {
+        (Kind::Int, Inline::Int(i)) => {
+            check(&i.to_le_bytes())?;
+            StoredValue::Int(i)
+        }
+        (Kind::Float, Inline::Float(f)) => {
+            check(&f.to_le_bytes())?;
+            StoredValue::Float(f)
+        }
+        (Kind::Str, Inline::Text(b) | Inline::Blob(b)) => {
+            check(&b)?;
+            StoredValue::Str(
+                String::from_utf8(b)
+                    .map_err(|_| Error::corrupt("a stored text value is not valid UTF-8"))?,
+            )
+        }
+        (Kind::Bytes, Inline::Blob(b)) => {
+            check(&b)?;
+            StoredValue::Bytes(b)
+        }
+        (Kind::Encoded, Inline::Blob(b)) => {
+            check(&b)?;
+            StoredValue::Encoded(b)
+        }
+        (Kind::Pickled, Inline::Blob(b)) => {
+            check(&b)?;
+            StoredValue::Pickled(b)
+        }
+        (kind, _) => {
+            return Err(Error::corrupt(format!(
+                "a stored value does not have the SQLite type its kind ({kind:?}) needs"
+            )))
+        }
+    })
+}
+
+/// What `incr` needs of a row: its int value and checksum, if it holds an inline int.
+pub(super) struct Counter {
+    pub(super) rowid: i64,
+    pub(super) expire_time: Option<f64>,
+    pub(super) int: Option<(i64, u32)>,
+}
+
+/// What deleting a row needs to know.
+pub(super) struct DeadRow {
+    pub(super) rowid: i64,
+    pub(super) filename: Option<String>,
+    pub(super) size: i64,
+}
+
+pub(super) fn select_rows(
+    db: &Connection,
+    sql: &str,
+    args: impl rusqlite::Params,
+) -> Result<Vec<DeadRow>> {
+    let mut stmt = db.prepare_cached(sql).ctx("selecting entries to remove")?;
+    stmt.query_map(args, |r| {
+        Ok(DeadRow {
+            rowid: r.get(0)?,
+            filename: r.get(1)?,
+            size: r.get(2)?,
+        })
+    })
+    .and_then(|it| it.collect())
+    .ctx("selecting entries to remove")
+}
+
+pub(super) fn delete_by_rowid(
+    db: &Connection,
+    r: &DeadRow,
+    unlink: &mut Vec<String>,
+    delta: &mut Delta,
+) -> Result<()> {
+    let n = db
+        .prepare_cached("DELETE FROM cache WHERE rowid = ?1")
+        .and_then(|mut st| st.execute([r.rowid]))
+        .ctx("removing an entry")?;
+    if n > 0 {
+        delta.count -= 1;
+        delta.size -= r.size;
+        unlink.extend(r.filename.clone());
+    }
+    Ok(())
+}
+
+pub(crate) fn delete_rowid(
+    db: &Connection,
+    rowid: i64,
+    filename: Option<String>,
+    size: i64,
+    unlink: &mut Vec<String>,
+    delta: &mut Delta,
+) -> Result<()> {
+    delete_by_rowid(
+        db,
+        &DeadRow {
+            rowid,
+            filename,
+            size,
+        },
+        unlink,
+        delta,
+    )
+}
+
+pub(super) fn delete_row(
+    db: &Connection,
+    row: &Row,
+    unlink: &mut Vec<String>,
+    delta: &mut Delta,
+) -> Result<()> {
+    delete_by_rowid(
+        db,
+        &DeadRow {
+            rowid: row.rowid,
+            filename: row.filename.clone(),
+            size: row.size,
+        },
+        unlink,
+        delta,
+    )
+}
+
+pub(super) fn delete_live(
+    db: &Connection,
+    key: &Key,
+    now: f64,
+    unlink: &mut Vec<String>,
+    delta: &mut Delta,
+) -> Result<bool> {
+    let (k, raw) = key_sql(key);
+    let gone: Option<(Option<String>, i64)> = db
+        .prepare_cached(
+            "DELETE FROM cache WHERE key = ?1 AND raw = ?2 AND (expire_time IS NULL OR expire_time > ?3) RETURNING filename, size",
+        )
+        .and_then(|mut st| st.query_row(params![k, raw, now], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+        .ctx("deleting an entry")?;
+    let Some((filename, size)) = gone else {
+        return Ok(false);
+    };
+    delta.count -= 1;
+    delta.size -= size;
+    unlink.extend(filename);
+    Ok(true)
+}
+
+/// python-diskcache's peekitem treats an entry as expired only once `expire_time < now`.
+pub(super) fn live_or_equal(expire_time: Option<f64>, now: f64) -> bool {
+    expire_time.is_none_or(|t| t >= now)
+}
+
+/// Run a parameterless statement through the statement cache: BEGIN and COMMIT run on every
+/// write, and parsing them each time showed up in profiles.
+pub(super) fn run(db: &Connection, sql: &str) -> rusqlite::Result<()> {
+    if sql.contains(';') {
+        return db.execute_batch(sql);
+    }
+    db.prepare_cached(sql)?.raw_execute().map(drop)
+}
+
+pub(crate) fn apply_delta(db: &Connection, d: &Delta) -> Result<()> {
+    if d.count == 0 && d.size == 0 {
+        return Ok(());
+    }
+    db.prepare_cached("UPDATE meta SET count = count + ?1, size = size + ?2")
+        .and_then(|mut st| st.execute(params![d.count, d.size]))
+        .ctx("updating the cache's counters")?;
+    Ok(())
+}
+
+pub(super) fn volume(db: &Connection, page_size: i64) -> Result<i64> {
+    // A plain cached PRAGMA: the pragma_page_count() table function re-parses SQL on every step.
+    let pages: i64 = db
+        .prepare_cached("PRAGMA page_count")
+        .and_then(|mut st| st.query_row([], |r| r.get(0)))
+        .ctx("measuring the cache's volume")?;
+    let files: i64 = db
+        .prepare_cached("SELECT size FROM meta")
+        .and_then(|mut st| st.query_row([], |r| r.get(0)))
+        .ctx("measuring the cache's volume")?;
+    Ok(pages * page_size + files)
+}

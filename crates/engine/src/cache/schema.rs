@@ -1,0 +1,268 @@
+//! The schema, format version and settings persistence (D-001, D-006).
+
+use super::*;
+
+pub(super) const SCHEMA: &str = "
+CREATE TABLE settings (name TEXT PRIMARY KEY, value) WITHOUT ROWID;
+CREATE TABLE meta (
+    id INTEGER PRIMARY KEY CHECK (id = 0),
+    count INTEGER NOT NULL,
+    size INTEGER NOT NULL,
+    hits INTEGER NOT NULL,
+    misses INTEGER NOT NULL
+);
+INSERT INTO meta VALUES (0, 0, 0, 0, 0);
+CREATE TABLE cache (
+    rowid INTEGER PRIMARY KEY,
+    key NOT NULL,
+    raw INTEGER NOT NULL,
+    store_time REAL NOT NULL,
+    expire_time REAL,
+    access_time REAL NOT NULL,
+    access_count INTEGER NOT NULL DEFAULT 0,
+    tag,
+    size INTEGER NOT NULL DEFAULT 0,
+    kind INTEGER NOT NULL,
+    crc INTEGER NOT NULL,
+    filename TEXT,
+    value
+);
+CREATE UNIQUE INDEX cache_key ON cache (key, raw);
+CREATE INDEX cache_expire ON cache (expire_time) WHERE expire_time IS NOT NULL;
+CREATE TABLE jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    queue TEXT NOT NULL,
+    state INTEGER NOT NULL,
+    due REAL NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    lease INTEGER NOT NULL DEFAULT 0,
+    max_attempts INTEGER NOT NULL DEFAULT 0,
+    dedupe TEXT,
+    created REAL NOT NULL,
+    error TEXT,
+    kind INTEGER NOT NULL,
+    crc INTEGER NOT NULL,
+    size INTEGER NOT NULL DEFAULT 0,
+    filename TEXT,
+    value
+);
+CREATE INDEX jobs_due ON jobs (queue, state, due, id);
+CREATE UNIQUE INDEX jobs_dedupe ON jobs (queue, dedupe) WHERE dedupe IS NOT NULL AND state < 2;
+";
+
+/// Create or validate the database and reconcile settings. Runs under the exclusive directory
+/// lock. Returns the settings in force.
+pub(super) fn init_database(
+    db: &Connection,
+    overrides: &[(String, SettingValue)],
+    read_only: bool,
+) -> Result<Settings> {
+    let version: i64 = db.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| match &e {
+        rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::NotADatabase => Error::NotACache(
+            "the cache database (cache.db) is not an SQLite database: its header is damaged or it is another \
+             kind of file; move it aside or open a new directory"
+                .into(),
+        ),
+        _ => sql_error("reading the format version", e),
+    })?;
+    let app_id: i64 = db
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .ctx("reading the format version")?;
+    if version > FORMAT_VERSION {
+        return Err(Error::FormatVersion {
+            found: version,
+            supported: FORMAT_VERSION,
+        });
+    }
+    let mut settings = Settings::default();
+    if version == 0 {
+        let tables: i64 = db
+            .query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| r.get(0))
+            .ctx("inspecting the database")?;
+        if tables > 0 {
+            return Err(not_ours());
+        }
+        if read_only {
+            return Err(Error::NotACache(
+                "the cache database (cache.db) is empty: no cache was ever created here, and \
+                 read_only=True never creates one; open it once without read_only=True"
+                    .into(),
+            ));
+        }
+        for (name, value) in overrides {
+            settings.set(name, value)?;
+        }
+        let mode: String = db
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .ctx("switching to WAL")?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(Error::NotACache(format!(
+                "SQLite could not put the cache database in WAL mode (it reports {mode:?}); \
+                 the directory must be on a local file system that supports shared memory"
+            )));
+        }
+        db.execute_batch(&format!(
+            "PRAGMA auto_vacuum = {}",
+            settings.sqlite_auto_vacuum
+        ))
+        .ctx("creating the schema")?;
+        db.execute_batch("BEGIN IMMEDIATE")
+            .map_err(|e| sql_error("creating the schema", e))?;
+        let created = (|| {
+            db.execute_batch(SCHEMA).ctx("creating the schema")?;
+            for name in crate::SETTING_NAMES {
+                persist_setting(db, name, &settings.get(name)?)?;
+            }
+            schema_for_setting(db, "eviction_policy", &settings)?;
+            schema_for_setting(db, "tag_index", &settings)?;
+            db.execute_batch(&format!(
+                "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {FORMAT_VERSION};"
+            ))
+            .ctx("creating the schema")
+        })();
+        return match created.and_then(|()| db.execute_batch("COMMIT").ctx("creating the schema")) {
+            Ok(()) => Ok(settings),
+            Err(e) => {
+                let _ = db.execute_batch("ROLLBACK");
+                Err(e)
+            }
+        };
+    }
+    if app_id != APPLICATION_ID {
+        return Err(not_ours());
+    }
+    {
+        let mut stmt = db
+            .prepare("SELECT name, value FROM settings")
+            .ctx("reading settings")?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((r.get::<_, String>(0)?, setting_from(r.get_ref(1)?)))
+            })
+            .and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>())
+            .ctx("reading settings")?;
+        for (name, value) in rows {
+            if let Some(v) = value {
+                // A setting a newer build added is kept on disk but ignored here.
+                let _ = settings.set(&name, &v);
+            }
+        }
+    }
+    let mut changed = Vec::new();
+    for (name, value) in overrides {
+        let before = settings.get(name)?;
+        settings.set(name, value)?;
+        if settings.get(name)? != before {
+            changed.push(name.as_str());
+        }
+    }
+    if changed.is_empty() {
+        return Ok(settings);
+    }
+    if read_only {
+        let listed: Vec<String> = changed
+            .iter()
+            .map(|name| Ok(format!("{name}={}", settings.get(name)?)))
+            .collect::<Result<_>>()?;
+        return Err(Error::Setting(format!(
+            "a read_only=True handle cannot change the settings stored in the directory, and \
+             these differ from them: {}; drop them, or open the cache without read_only=True \
+             to change them",
+            listed.join(", ")
+        )));
+    }
+    db.execute_batch("BEGIN IMMEDIATE")
+        .map_err(|e| sql_error("saving settings", e))?;
+    let saved = changed.iter().try_for_each(|name| {
+        persist_setting(db, name, &settings.get(name)?)?;
+        schema_for_setting(db, name, &settings)
+    });
+    match saved.and_then(|()| db.execute_batch("COMMIT").ctx("saving settings")) {
+        Ok(()) => Ok(settings),
+        Err(e) => {
+            let _ = db.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
+pub(super) fn not_ours() -> Error {
+    Error::NotACache(
+        "the directory holds an SQLite database (cache.db) that diskcache_oxide did not create, \
+         perhaps a python-diskcache cache; diskcache_oxide uses its own format, so open it on a new directory"
+            .into(),
+    )
+}
+
+pub(super) fn persist_setting(db: &Connection, name: &str, value: &SettingValue) -> Result<()> {
+    let v = match value {
+        SettingValue::Int(i) => SqlValue::Integer(*i),
+        SettingValue::Str(s) => SqlValue::Text(s.clone()),
+    };
+    db.execute(
+        "INSERT OR REPLACE INTO settings (name, value) VALUES (?1, ?2)",
+        params![name, v],
+    )
+    .ctx("saving a setting")?;
+    Ok(())
+}
+
+/// The indexes a setting implies: one for the eviction policy's order, and the tag index.
+pub(super) fn schema_for_setting(db: &Connection, name: &str, s: &Settings) -> Result<()> {
+    let sql = match name {
+        "eviction_policy" => {
+            let mut sql = String::new();
+            for (policy, index, column) in [
+                (
+                    EvictionPolicy::LeastRecentlyStored,
+                    "cache_store_time",
+                    "store_time",
+                ),
+                (
+                    EvictionPolicy::LeastRecentlyUsed,
+                    "cache_access_time",
+                    "access_time",
+                ),
+                (
+                    EvictionPolicy::LeastFrequentlyUsed,
+                    "cache_access_count",
+                    "access_count",
+                ),
+            ] {
+                if policy == s.eviction_policy {
+                    sql += &format!("CREATE INDEX IF NOT EXISTS {index} ON cache ({column});");
+                } else {
+                    sql += &format!("DROP INDEX IF EXISTS {index};");
+                }
+            }
+            sql
+        }
+        "tag_index" if s.tag_index => {
+            "CREATE INDEX IF NOT EXISTS cache_tag ON cache (tag, rowid) WHERE tag IS NOT NULL"
+                .into()
+        }
+        "tag_index" => "DROP INDEX IF EXISTS cache_tag".into(),
+        _ => return Ok(()),
+    };
+    db.execute_batch(&sql).ctx("updating indexes for a setting")
+}
+
+pub(super) fn setting_from(v: Sql<'_>) -> Option<SettingValue> {
+    match v {
+        Sql::Integer(i) => Some(SettingValue::Int(i)),
+        Sql::Real(f) => Some(SettingValue::Int(f as i64)),
+        Sql::Text(t) => std::str::from_utf8(t)
+            .ok()
+            .map(|s| SettingValue::Str(s.to_owned())),
+        _ => None,
+    }
+}
+
+pub(super) fn policy_order(policy: EvictionPolicy) -> Option<&'static str> {
+    match policy {
+        EvictionPolicy::LeastRecentlyStored => Some("store_time"),
+        EvictionPolicy::LeastRecentlyUsed => Some("access_time"),
+        EvictionPolicy::LeastFrequentlyUsed => Some("access_count"),
+        EvictionPolicy::None => None,
+    }
+}
