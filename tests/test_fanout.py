@@ -303,10 +303,10 @@ def test_named_sub_cache(fanout: Any) -> None:
     assert fanout.cache("pages/en") is sub
     sub["k"] = 1
     assert "k" not in fanout
-    with pytest.raises(NotImplementedError, match="issue 5"):
-        fanout.deque("d")
-    with pytest.raises(NotImplementedError, match="issue 5"):
-        fanout.index("i")
+    deque, index = fanout.deque("d"), fanout.index("i")
+    assert isinstance(deque, dco.Deque) and isinstance(index, dco.Index)
+    assert deque.directory == os.path.join(fanout.directory, "deque", "d")
+    assert index.directory == os.path.join(fanout.directory, "index", "i")
 
 
 def test_pickle_reopens_without_resetting_settings(tmp_path: Path) -> None:

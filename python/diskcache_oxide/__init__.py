@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ._core import __version__
 from .caches import Caches
+from .claims import Claim, ClaimInfo, Claims, ClaimTimeout, compute_once, get_or_compute
 from .core import DEFAULT_SETTINGS, ENOVAL, EVICTION_POLICY, UNKNOWN, Cache, Constant
 from .errors import (
     CacheError,
@@ -30,30 +31,52 @@ from .errors import (
 from .fanout import FanoutCache
 from .jobs import Job, JobCounts, JobInfo, JobQueue, Swept
 from .null import NullCache
+from .persistent import Deque, Index
+from .recipes import (
+    LOCK_EXPIRE,
+    Averager,
+    BoundedSemaphore,
+    Lock,
+    RLock,
+    barrier,
+    memoize_stampede,
+    throttle,
+)
 from .registry import register_type, registered_types, unregister_type
 
 __all__ = [
     "DEFAULT_SETTINGS",
     "ENOVAL",
     "EVICTION_POLICY",
+    "LOCK_EXPIRE",
     "UNKNOWN",
+    "Averager",
+    "BoundedSemaphore",
     "Cache",
     "CacheError",
     "Caches",
+    "Claim",
+    "ClaimInfo",
+    "ClaimTimeout",
+    "Claims",
     "Constant",
     "CorruptValueError",
+    "Deque",
     "DatabaseError",
     "DecodeError",
     "EmptyDirWarning",
     "FanoutCache",
     "FormatVersionError",
+    "Index",
     "Job",
     "JobCounts",
     "JobInfo",
     "JobQueue",
     "LayoutMismatchError",
+    "Lock",
     "NotACacheError",
     "NullCache",
+    "RLock",
     "ReadOnlyError",
     "Swept",
     "Timeout",
@@ -62,7 +85,12 @@ __all__ = [
     "UnsafeValueError",
     "UnsupportedTypeError",
     "__version__",
+    "barrier",
+    "memoize_stampede",
+    "compute_once",
+    "get_or_compute",
     "register_type",
     "registered_types",
+    "throttle",
     "unregister_type",
 ]

@@ -23,6 +23,7 @@ from typing import Any, ParamSpec, TypeVar, cast
 from . import _core
 from .core import DEFAULT_SETTINGS, ENOVAL, Cache, Memoized, args_to_key, full_name
 from .errors import Timeout
+from .persistent import Deque, Index
 from .registry import _BY_TYPE
 
 __all__ = ["QUEUE_CALLS", "FanoutCache", "shard_hash"]
@@ -155,6 +156,8 @@ class FanoutCache:
     _options: dict[str, Any]
     _shards: tuple[Cache, ...]
     _caches: dict[str, Cache]
+    _deques: dict[str, Deque]
+    _indexes: dict[str, Index]
 
     def __init__(
         self,
@@ -194,6 +197,8 @@ class FanoutCache:
         self._timeout = float(timeout)
         self._options = dict(options)
         self._caches = {}
+        self._deques = {}
+        self._indexes = {}
         self._shards = ()
         if not options.get("read_only") or any(
             os.path.exists(os.path.join(directory, name)) for name in (_MARKER, "cache.db")
@@ -510,13 +515,35 @@ class FanoutCache:
             self._caches[name] = opened
             return opened
 
-    def deque(self, name: str, maxlen: int | None = None) -> Any:
-        """Not yet: Deque arrives with issue 5."""
-        raise NotImplementedError("FanoutCache.deque(): Deque arrives with issue 5")
+    def _collection_cache(self, kind: str, name: str) -> Cache:
+        directory = os.path.join(self._directory, kind, *name.split("/"))
+        if self._options.get("read_only"):
+            return Cache(directory, **self._options)
+        return Cache(directory, **self._options, eviction_policy="none")
 
-    def index(self, name: str) -> Any:
-        """Not yet: Index arrives with issue 5."""
-        raise NotImplementedError("FanoutCache.index(): Index arrives with issue 5")
+    def deque(self, name: str, maxlen: int | None = None) -> Deque:
+        """The :class:`~diskcache_oxide.Deque` called ``name``, in ``<directory>/deque/<name>``.
+
+        The same Deque is returned for the same name until :meth:`close`.
+        """
+        try:
+            return self._deques[name]
+        except KeyError:
+            opened = Deque.fromcache(self._collection_cache("deque", name), maxlen=maxlen)
+            self._deques[name] = opened
+            return opened
+
+    def index(self, name: str) -> Index:
+        """The :class:`~diskcache_oxide.Index` called ``name``, in ``<directory>/index/<name>``.
+
+        The same Index is returned for the same name until :meth:`close`.
+        """
+        try:
+            return self._indexes[name]
+        except KeyError:
+            opened = Index.fromcache(self._collection_cache("index", name))
+            self._indexes[name] = opened
+            return opened
 
     # ------------------------------------------------------------------ lifetime
 
@@ -527,6 +554,12 @@ class FanoutCache:
         for sub in self._caches.values():
             sub.close()
         self._caches.clear()
+        for deque in self._deques.values():
+            deque.cache.close()
+        for index in self._indexes.values():
+            index.cache.close()
+        self._deques.clear()
+        self._indexes.clear()
 
     def __enter__(self: _F) -> _F:
         return self
