@@ -7,7 +7,7 @@ export PYO3_PYTHON := $(abspath $(BIN)/python)
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: demo test bench build lint rust-test py-test clean
+.PHONY: demo test bench build lint rust-test py-test soak clean
 
 demo: build
 	$(BIN)/python examples/queue_demo.py
@@ -30,6 +30,12 @@ rust-test: $(DEPS)
 
 py-test: build
 	$(BIN)/python -m pytest
+
+# The crash-consistency harness at length (tests/test_crash_consistency.py runs 800 kills in
+# `make test`); DCO_CRASH_KILLS sets the number of kills, DCO_CRASH_SEED the schedule.
+DCO_CRASH_KILLS ?= 2000
+soak: build
+	DCO_CRASH_KILLS=$(DCO_CRASH_KILLS) $(BIN)/python -m pytest tests/test_crash_consistency.py -q -s
 
 bench: build
 	$(BIN)/python benches/bench_cache.py

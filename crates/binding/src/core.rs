@@ -11,7 +11,7 @@ use crate::convert::{
 };
 use crate::errors::{Exc, IntoPy};
 use crate::iter::KeyIterator;
-use crate::queue::{self, CountArg, PrefixArg, SideArg, WaitArg};
+use crate::queue::{self, CountArg, ExpireArg, PrefixArg, SideArg, WaitArg};
 use crate::reader::PyReader;
 use crate::{jobs, pyobj};
 use diskcache_oxide_engine::{
@@ -615,20 +615,20 @@ impl CacheCore {
 
     // ---- writes ----------------------------------------------------------------------------
 
-    #[pyo3(signature = (key, value, expire=None, read=Flag(false), tag=None, retry=Flag(false)), text_signature = "(self, key, value, expire=None, read=False, tag=None, retry=False)")]
+    #[pyo3(signature = (key, value, expire=ExpireArg(None), read=Flag(false), tag=None, retry=Flag(false)), text_signature = "(self, key, value, expire=None, read=False, tag=None, retry=False)")]
     #[allow(clippy::too_many_arguments)]
     fn set(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        expire: Option<f64>,
+        expire: ExpireArg,
         read: Flag,
         tag: Option<&Bound<'_, PyAny>>,
         retry: Flag,
     ) -> PyResult<bool> {
         let options = WriteOptions {
-            expire,
+            expire: expire.0,
             tag: tag_from_py(tag)?,
         };
         if read.0 {
@@ -649,14 +649,14 @@ impl CacheCore {
         self.set_inner(py, key, value, WriteOptions::default(), true)
     }
 
-    #[pyo3(signature = (key, value, expire=None, read=Flag(false), tag=None, retry=Flag(false)), text_signature = "(self, key, value, expire=None, read=False, tag=None, retry=False)")]
+    #[pyo3(signature = (key, value, expire=ExpireArg(None), read=Flag(false), tag=None, retry=Flag(false)), text_signature = "(self, key, value, expire=None, read=False, tag=None, retry=False)")]
     #[allow(clippy::too_many_arguments)]
     fn add(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        expire: Option<f64>,
+        expire: ExpireArg,
         read: Flag,
         tag: Option<&Bound<'_, PyAny>>,
         retry: Flag,
@@ -665,7 +665,7 @@ impl CacheCore {
         let ctx = h.ctx();
         let k = key_from_py(py, key, &ctx)?;
         let options = WriteOptions {
-            expire,
+            expire: expire.0,
             tag: tag_from_py(tag)?,
         };
         let cache = &*h.cache;
@@ -684,18 +684,18 @@ impl CacheCore {
         run(py, retry.0, || cache.add(&k, v, &options))
     }
 
-    #[pyo3(signature = (key, expire=None, retry=Flag(false)), text_signature = "(self, key, expire=None, retry=False)")]
+    #[pyo3(signature = (key, expire=ExpireArg(None), retry=Flag(false)), text_signature = "(self, key, expire=None, retry=False)")]
     fn touch(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
-        expire: Option<f64>,
+        expire: ExpireArg,
         retry: Flag,
     ) -> PyResult<bool> {
         let h = self.h()?;
         let k = key_from_py(py, key, &h.ctx())?;
         let cache = &*h.cache;
-        run(py, retry.0, || cache.touch(&k, expire))
+        run(py, retry.0, || cache.touch(&k, expire.0))
     }
 
     #[pyo3(signature = (key, delta=Num::Int(1), default=Num::Int(0), retry=Flag(false)), text_signature = "(self, key, delta=1, default=0, retry=False)")]
@@ -904,19 +904,19 @@ impl CacheCore {
         Ok(out)
     }
 
-    #[pyo3(signature = (mapping, expire=None, tag=None, retry=Flag(false)), text_signature = "(self, mapping, expire=None, tag=None, retry=False)")]
+    #[pyo3(signature = (mapping, expire=ExpireArg(None), tag=None, retry=Flag(false)), text_signature = "(self, mapping, expire=None, tag=None, retry=False)")]
     fn set_many(
         &self,
         py: Python<'_>,
         mapping: &Bound<'_, PyAny>,
-        expire: Option<f64>,
+        expire: ExpireArg,
         tag: Option<&Bound<'_, PyAny>>,
         retry: Flag,
     ) -> PyResult<()> {
         let h = self.h()?;
         let ctx = h.ctx();
         let options = WriteOptions {
-            expire,
+            expire: expire.0,
             tag: tag_from_py(tag)?,
         };
         let pairs = if mapping.hasattr(intern!(py, "items"))? {
@@ -1086,7 +1086,7 @@ impl CacheCore {
 
     /// Push `value` onto the queue named `prefix` (int keys without one) at `side`; returns
     /// its key. `read=True` takes a binary file and stores its bytes.
-    #[pyo3(signature = (value, prefix=PrefixArg(None), side=SideArg(Side::Back), expire=None, read=Flag(false), tag=None, retry=Flag(false)), text_signature = "(self, value, prefix=None, side='back', expire=None, read=False, tag=None, retry=False)")]
+    #[pyo3(signature = (value, prefix=PrefixArg(None), side=SideArg(Side::Back), expire=ExpireArg(None), read=Flag(false), tag=None, retry=Flag(false)), text_signature = "(self, value, prefix=None, side='back', expire=None, read=False, tag=None, retry=False)")]
     #[allow(clippy::too_many_arguments)]
     fn push<'py>(
         &self,
@@ -1094,14 +1094,14 @@ impl CacheCore {
         value: &Bound<'py, PyAny>,
         prefix: PrefixArg,
         side: SideArg,
-        expire: Option<f64>,
+        expire: ExpireArg,
         read: Flag,
         tag: Option<&Bound<'py, PyAny>>,
         retry: Flag,
     ) -> PyResult<Bound<'py, PyAny>> {
         let h = self.h()?;
         let options = WriteOptions {
-            expire,
+            expire: expire.0,
             tag: tag_from_py(tag)?,
         };
         let cache = &*h.cache;
@@ -1122,7 +1122,7 @@ impl CacheCore {
     }
 
     /// Push several values in one transaction, in order; returns their keys.
-    #[pyo3(signature = (values, prefix=PrefixArg(None), side=SideArg(Side::Back), expire=None, tag=None, retry=Flag(false)), text_signature = "(self, values, prefix=None, side='back', expire=None, tag=None, retry=False)")]
+    #[pyo3(signature = (values, prefix=PrefixArg(None), side=SideArg(Side::Back), expire=ExpireArg(None), tag=None, retry=Flag(false)), text_signature = "(self, values, prefix=None, side='back', expire=None, tag=None, retry=False)")]
     #[allow(clippy::too_many_arguments)]
     fn push_many<'py>(
         &self,
@@ -1130,13 +1130,13 @@ impl CacheCore {
         values: &Bound<'py, PyAny>,
         prefix: PrefixArg,
         side: SideArg,
-        expire: Option<f64>,
+        expire: ExpireArg,
         tag: Option<&Bound<'py, PyAny>>,
         retry: Flag,
     ) -> PyResult<Bound<'py, PyList>> {
         let h = self.h()?;
         let options = WriteOptions {
-            expire,
+            expire: expire.0,
             tag: tag_from_py(tag)?,
         };
         let objs: Vec<Bound<'py, PyAny>> = values.try_iter()?.collect::<PyResult<_>>()?;

@@ -101,6 +101,33 @@ impl<'a, 'py> FromPyObject<'a, 'py> for WaitArg {
     }
 }
 
+/// An `expire`: None (never) or a number of seconds from now; NaN is refused because it would
+/// make the entry neither live nor expired.
+pub(crate) struct ExpireArg(pub Option<f64>);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for ExpireArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        if obj.is_none() {
+            return Ok(ExpireArg(None));
+        }
+        if !(obj.is_instance_of::<PyInt>() || obj.is_instance_of::<PyFloat>()) {
+            return Err(PyTypeError::new_err(format!(
+                "expire must be None or a number of seconds, not {}",
+                type_name(&obj.to_owned())
+            )));
+        }
+        let seconds: f64 = obj.extract()?;
+        if seconds.is_nan() {
+            return Err(PyValueError::new_err(
+                "expire must be None or a number of seconds, not NaN",
+            ));
+        }
+        Ok(ExpireArg(Some(seconds)))
+    }
+}
+
 /// A count `n`: an int >= 0.
 pub(crate) struct CountArg(pub usize);
 

@@ -5,6 +5,7 @@
 //! can never mistake a file that is about to be committed for an orphan. The kernel drops the
 //! lock when its holder dies, so a killed process never leaves it held.
 
+use crate::files::Modes;
 use crate::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
@@ -19,23 +20,29 @@ pub(crate) struct DirLock {
 }
 
 impl DirLock {
-    pub(crate) fn exclusive(directory: &Path, timeout: Duration) -> Result<DirLock> {
-        Self::acquire(directory, libc::LOCK_EX, timeout)
+    pub(crate) fn exclusive(directory: &Path, timeout: Duration, modes: Modes) -> Result<DirLock> {
+        Self::acquire(directory, libc::LOCK_EX, timeout, modes)
     }
 
-    pub(crate) fn shared(directory: &Path, timeout: Duration) -> Result<DirLock> {
-        Self::acquire(directory, libc::LOCK_SH, timeout)
+    pub(crate) fn shared(directory: &Path, timeout: Duration, modes: Modes) -> Result<DirLock> {
+        Self::acquire(directory, libc::LOCK_SH, timeout, modes)
     }
 
-    fn acquire(directory: &Path, kind: libc::c_int, timeout: Duration) -> Result<DirLock> {
+    fn acquire(
+        directory: &Path,
+        kind: libc::c_int,
+        timeout: Duration,
+        modes: Modes,
+    ) -> Result<DirLock> {
         let path = directory.join(LOCK_NAME);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .mode(0o644)
+            .mode(modes.file)
             .open(&path)
+            .and_then(|f| modes.widen(&f).map(|()| f))
             .map_err(|e| Error::io("opening the cache's lock file", Some(path.clone()), e))?;
         let deadline = Instant::now() + timeout;
         let mut pause = Duration::from_micros(50);

@@ -139,6 +139,7 @@ impl Cache {
             Some(DirLock::exclusive(
                 &self.inner.directory,
                 self.inner.timeout,
+                self.inner.modes,
             )?)
         };
         let files = &self.inner.files;

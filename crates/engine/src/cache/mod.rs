@@ -5,7 +5,7 @@
 
 use crate::conn::{self, Deadline};
 use crate::error::{sql_error, SqlContext};
-use crate::files::{Found, ValueFiles};
+use crate::files::{Found, Modes, ValueFiles};
 use crate::key::{Key, Scalar, RAW_ENCODED, RAW_NATIVE, RAW_PICKLED};
 use crate::lock::DirLock;
 use crate::recent::Recent;
@@ -93,6 +93,8 @@ struct Inner {
     conns: ThreadLocal<RefCell<Option<Conn>>>,
     /// Opened with `read_only`: no write reaches SQLite or the directory (D-019).
     read_only: bool,
+    /// Modes of the files and directories this handle creates (D-027).
+    modes: Modes,
 }
 
 struct Conn {
@@ -147,6 +149,9 @@ enum FileMode {
     /// Leave them for the caller to read into its own buffer.
     Defer,
 }
+
+/// A value file just written, with the directory lock held until its row is (D-005).
+pub(crate) type NewFile = (String, Option<DirLock>);
 
 /// A row's value columns, copied out of SQLite.
 pub(crate) struct Row {
@@ -256,12 +261,13 @@ impl Cache {
     ///
     /// Opening is serialised by a directory lock, so any number of processes may open a fresh
     /// directory at once. An existing cache is only read unless a given setting differs.
-    pub fn open(directory: impl AsRef<Path>, options: OpenOptions) -> Result<Cache> {
+    pub fn open(directory: impl AsRef<Path>, mut options: OpenOptions) -> Result<Cache> {
+        let requested = Modes::take(&mut options.settings)?;
         let directory = directory.as_ref().to_path_buf();
         crate::layout::refuse_fanout_root(&directory)?;
         let db_path = directory.join(DB_NAME);
         let _deadline = Deadline::start(options.timeout);
-        let (db, settings, immutable) = if options.read_only {
+        let (db, settings, immutable, modes) = if options.read_only {
             // Nothing is created: no directory, no lock file, no schema, no settings (D-019).
             match std::fs::metadata(&directory) {
                 Ok(m) if m.is_dir() => {}
@@ -289,23 +295,24 @@ impl Cache {
             }
             let (db, immutable) = conn::open_read_only(&db_path)?;
             let settings = init_database(&db, &options.settings, true)?;
-            (db, settings, immutable)
+            (db, settings, immutable, Modes::PRIVATE)
         } else {
-            std::fs::create_dir_all(&directory).map_err(|e| {
-                Error::io("creating the cache directory", Some(directory.clone()), e)
-            })?;
-            let lock = DirLock::exclusive(&directory, options.timeout)?;
+            // The directory and everything in it are private unless asked otherwise (D-027).
+            let modes = Modes::prepare(&directory, requested, &db_path)?;
+            let lock = DirLock::exclusive(&directory, options.timeout, modes)?;
+            modes.precreate(&db_path)?;
             let db = conn::open(&db_path)?;
             let settings = init_database(&db, &options.settings, false)?;
             drop(lock);
-            (db, settings, false)
+            (db, settings, false, modes)
         };
         conn::apply_pragmas(&db, &settings)?;
         let page_size: i64 = db
             .query_row("PRAGMA page_size", [], |r| r.get(0))
             .ctx("reading the page size")?;
         let inner = Inner {
-            files: ValueFiles::new(&directory),
+            files: ValueFiles::new(&directory, modes),
+            modes,
             directory,
             db_path,
             timeout: options.timeout,
@@ -452,12 +459,12 @@ impl Cache {
     /// the write does not happen.
     pub(crate) fn write<T>(
         &self,
-        new_file: Option<(String, DirLock)>,
+        new_file: Option<NewFile>,
         f: impl FnOnce(&Connection, &mut Vec<String>) -> Result<T>,
     ) -> Result<T> {
         self.writable()?;
         let (new_name, dir_lock) = match new_file {
-            Some((n, l)) => (Some(n), Some(l)),
+            Some((n, l)) => (Some(n), l),
             None => (None, None),
         };
         let result = self.with_conn(|c| {
@@ -577,6 +584,17 @@ impl Cache {
     /// Whether this thread has a transaction open on this handle (a `begin` without its
     /// `end`). A blocking wait skips waiting then: it holds the write lock, so no other
     /// writer could bring what it waits for.
+    /// The shared directory lock a writer holds from creating a value file until it holds
+    /// SQLite's write lock (D-005). Inside a transaction it already holds that lock, so
+    /// `check(fix=True)` cannot be sweeping; taking the directory lock there would only make
+    /// the writer and a waiting `check()` wait for each other.
+    pub(crate) fn file_guard(&self) -> Result<Option<DirLock>> {
+        if self.in_transaction() {
+            return Ok(None);
+        }
+        DirLock::shared(&self.inner.directory, self.inner.timeout, self.inner.modes).map(Some)
+    }
+
     pub fn in_transaction(&self) -> bool {
         let fork = conn::fork_generation();
         self.inner

@@ -8,7 +8,7 @@ impl Cache {
     pub(crate) fn prepare<'a>(
         &self,
         value: ValueRef<'a>,
-    ) -> Result<(Prepared<'a>, Option<(String, DirLock)>)> {
+    ) -> Result<(Prepared<'a>, Option<NewFile>)> {
         self.writable()?;
         if matches!(value, ValueRef::Float(f) if f.is_nan()) {
             // SQLite stores a NaN REAL as NULL; encode it (set_value does) instead.
@@ -34,7 +34,7 @@ impl Cache {
                 None,
             ));
         }
-        let lock = DirLock::shared(&self.inner.directory, self.inner.timeout)?;
+        let lock = self.file_guard()?;
         let name = ValueFiles::new_name()?;
         self.inner.files.write(&name, bytes)?;
         let prepared = Prepared {

@@ -49,7 +49,7 @@ impl Cache {
         options: &WriteOptions,
     ) -> Result<()> {
         self.writable()?;
-        let lock = DirLock::shared(&self.inner.directory, self.inner.timeout)?;
+        let lock = self.file_guard()?;
         let name = ValueFiles::new_name()?;
         let (size, crc) = self.inner.files.write_from(&name, reader)?;
         let prepared = Prepared {
@@ -118,7 +118,9 @@ impl Cache {
                 Ok((p, f)) => {
                     if let Some((name, l)) = f {
                         files.push(name);
-                        lock.get_or_insert(l);
+                        if lock.is_none() {
+                            lock = l;
+                        }
                     }
                     prepared.push(p);
                 }
