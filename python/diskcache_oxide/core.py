@@ -237,6 +237,8 @@ class Cache(_core.CacheCore):
                 raise ValueError("read_only=True needs the directory of an existing cache")
             directory = tempfile.mkdtemp(prefix="diskcache-oxide-")
         path = os.path.expandvars(os.path.expanduser(str(directory)))
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+            raise TypeError(f"timeout must be a number of seconds, not {type(timeout).__name__}")
         self._open(
             path,
             float(timeout),
@@ -336,6 +338,12 @@ class Cache(_core.CacheCore):
         """
         if callable(name):
             raise TypeError("name cannot be callable")
+        if expire is not None and (
+            isinstance(expire, bool) or not isinstance(expire, (int, float))
+        ):
+            raise TypeError(
+                f"expire must be None or a number of seconds, not {type(expire).__name__}"
+            )
 
         def decorator(func: Callable[P, R]) -> Memoized[P, R]:
             base = (full_name(func),) if name is None else (name,)

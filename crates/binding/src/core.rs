@@ -21,7 +21,7 @@ use diskcache_oxide_engine::{
 use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyDict, PyInt, PyList, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyTuple};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -149,6 +149,18 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Num<'py> {
 }
 
 impl<'py> Num<'py> {
+    /// `delta` of incr/decr: an int or a float, named in the error otherwise.
+    fn check_delta(&self) -> PyResult<()> {
+        match self {
+            Num::Int(_) => Ok(()),
+            Num::Obj(o) if o.is_instance_of::<PyInt>() || o.is_instance_of::<PyFloat>() => Ok(()),
+            Num::Obj(o) => Err(PyTypeError::new_err(format!(
+                "delta must be an int or a float, not {}",
+                o.get_type().name()?
+            ))),
+        }
+    }
+
     fn to_object(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         Ok(match self {
             Num::Int(i) => i.into_pyobject(py)?.into_any(),
@@ -707,6 +719,7 @@ impl CacheCore {
         default: Num<'py>,
         retry: Flag,
     ) -> PyResult<Bound<'py, PyAny>> {
+        delta.check_delta()?;
         self.incr_inner(py, key, delta, default, retry.0)
     }
 
@@ -719,6 +732,7 @@ impl CacheCore {
         default: Num<'py>,
         retry: Flag,
     ) -> PyResult<Bound<'py, PyAny>> {
+        delta.check_delta()?;
         let negated = match delta {
             Num::Int(i) => match i.checked_neg() {
                 Some(n) => Num::Int(n),
