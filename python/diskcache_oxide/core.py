@@ -336,36 +336,45 @@ class Cache(_core.CacheCore):
         :return: a decorator; the wrapped function has ``__cache_key__(*args, **kwargs)``
         :raises TypeError: if used without parentheses (``@cache.memoize``)
         """
-        if callable(name):
-            raise TypeError("name cannot be callable")
-        if expire is not None and (
-            isinstance(expire, bool) or not isinstance(expire, (int, float))
-        ):
-            raise TypeError(
-                f"expire must be None or a number of seconds, not {type(expire).__name__}"
-            )
+        return memoize_on(self, name, typed, expire, tag, ignore)
 
-        def decorator(func: Callable[P, R]) -> Memoized[P, R]:
-            base = (full_name(func),) if name is None else (name,)
 
-            def cache_key(*args: P.args, **kwargs: P.kwargs) -> tuple[Any, ...]:
-                return args_to_key(base, args, kwargs, typed, ignore)
+def memoize_on(
+    cache: Any,
+    name: str | None,
+    typed: bool,
+    expire: float | None,
+    tag: str | int | float | bytes | None,
+    ignore: Collection[int | str],
+) -> Callable[[Callable[P, R]], Memoized[P, R]]:
+    """The memoizing decorator of :meth:`Cache.memoize`, over anything with python-diskcache's
+    ``get``/``set`` (a Cache or a FanoutCache)."""
+    if callable(name):
+        raise TypeError("name cannot be callable")
+    if expire is not None and (isinstance(expire, bool) or not isinstance(expire, (int, float))):
+        raise TypeError(f"expire must be None or a number of seconds, not {type(expire).__name__}")
 
-            @functools.wraps(func)
-            def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-                key = memoized.__cache_key__(*args, **kwargs)
-                result = self.get(key, default=ENOVAL, retry=True)
-                if result is ENOVAL:
-                    result = func(*args, **kwargs)
-                    if expire is None or expire > 0:
-                        self.set(key, result, expire, tag=tag, retry=True)
-                return cast(R, result)
+    def decorator(func: Callable[P, R]) -> Memoized[P, R]:
+        base = (full_name(func),) if name is None else (name,)
 
-            wrapper.__cache_key__ = cache_key  # type: ignore[attr-defined]
-            memoized = cast(Memoized[P, R], wrapper)
-            return memoized
+        def cache_key(*args: P.args, **kwargs: P.kwargs) -> tuple[Any, ...]:
+            return args_to_key(base, args, kwargs, typed, ignore)
 
-        return decorator
+        @functools.wraps(func)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            key = memoized.__cache_key__(*args, **kwargs)
+            result = cache.get(key, default=ENOVAL, retry=True)
+            if result is ENOVAL:
+                result = func(*args, **kwargs)
+                if expire is None or expire > 0:
+                    cache.set(key, result, expire, tag=tag, retry=True)
+            return cast(R, result)
+
+        wrapper.__cache_key__ = cache_key  # type: ignore[attr-defined]
+        memoized = cast(Memoized[P, R], wrapper)
+        return memoized
+
+    return decorator
 
 
 # ----- durable handles (D-020) ---------------------------------------------------------------

@@ -9,7 +9,6 @@ layout in ``fanout.json`` (see docs/decisions/D-021-fanout.md).
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import os
 import os.path
@@ -18,10 +17,10 @@ import tempfile
 import warnings
 import zlib
 from collections.abc import Callable, Collection, Iterator
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import Any, ParamSpec, TypeVar
 
 from . import _core
-from .core import DEFAULT_SETTINGS, ENOVAL, Cache, Memoized, args_to_key, full_name
+from .core import DEFAULT_SETTINGS, ENOVAL, Cache, Memoized, memoize_on
 from .errors import Timeout
 from .persistent import Deque, Index
 from .registry import _BY_TYPE
@@ -467,29 +466,7 @@ class FanoutCache:
         ignore: Collection[int | str] = (),
     ) -> Callable[[Callable[P, R]], Memoized[P, R]]:
         """Decorator caching a function's results by its arguments; see :meth:`Cache.memoize`."""
-        if callable(name):
-            raise TypeError("name cannot be callable")
-
-        def decorator(func: Callable[P, R]) -> Memoized[P, R]:
-            base = (full_name(func),) if name is None else (name,)
-
-            def cache_key(*args: P.args, **kwargs: P.kwargs) -> tuple[Any, ...]:
-                return args_to_key(base, args, kwargs, typed, ignore)
-
-            @functools.wraps(func)
-            def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-                key = cache_key(*args, **kwargs)
-                result = self.get(key, default=ENOVAL, retry=True)
-                if result is ENOVAL:
-                    result = func(*args, **kwargs)
-                    if expire is None or expire > 0:
-                        self.set(key, result, expire, tag=tag, retry=True)
-                return cast(R, result)
-
-            wrapper.__cache_key__ = cache_key  # type: ignore[attr-defined]
-            return cast(Memoized[P, R], wrapper)
-
-        return decorator
+        return memoize_on(self, name, typed, expire, tag, ignore)
 
     def __len__(self) -> int:
         return sum(len(shard) for shard in self._shards)
