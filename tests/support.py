@@ -152,6 +152,31 @@ def value_files(directory: str) -> list[str]:
     )
 
 
+_INTEGRITY = """
+import sqlite3, sys
+db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True, timeout=60)
+print(", ".join(row[0] for row in db.execute("PRAGMA integrity_check")))
+"""
+
+
+def integrity(directory: str) -> str:
+    """``PRAGMA integrity_check`` of a cache's database, as one string (``'ok'`` when sound).
+
+    Asked of Python's own sqlite3 in a child process: a second copy of SQLite that opens and
+    closes ``cache.db`` in a process with a cache handle open drops that handle's locks
+    (docs/reliability.md, "Found")."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", _INTEGRITY, os.path.join(directory, "cache.db")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return done.stdout.strip() if done.returncode == 0 else f"integrity_check failed: {done.stderr}"
+
+
 # --------------------------------------------------------------------------------------
 # Worker functions for multi-process tests. They take the implementation's module name
 # so a spawned child uses the same implementation as the parent.

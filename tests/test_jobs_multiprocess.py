@@ -12,7 +12,6 @@ import multiprocessing
 import os
 import random
 import signal
-import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -60,14 +59,6 @@ def stop_and_join(cache: Any, processes: list[Any], timeout: float = 60) -> None
     assert not stuck, f"{len(stuck)} workers did not stop"
 
 
-def integrity(directory: str) -> str:
-    db = sqlite3.connect(os.path.join(directory, "cache.db"), timeout=60)
-    try:
-        return ", ".join(row[0] for row in db.execute("PRAGMA integrity_check"))
-    finally:
-        db.close()
-
-
 def test_a_job_whose_worker_is_killed_is_finished_by_another(tmp_path: Path, dc: Any) -> None:
     directory = str(tmp_path / "jobs")
     cache = dc.Cache(directory, eviction_policy="none")
@@ -110,7 +101,7 @@ def test_a_job_whose_worker_is_killed_is_finished_by_another(tmp_path: Path, dc:
     counts = jobs.counts()
     assert (counts.ready, counts.scheduled, counts.leased, counts.dead) == (0, 0, 0, 0)
     cache.close()
-    assert integrity(directory) == "ok"
+    assert support.integrity(directory) == "ok"
 
 
 def test_workers_killed_at_random_every_job_is_finished(tmp_path: Path, dc: Any) -> None:
@@ -158,4 +149,4 @@ def test_workers_killed_at_random_every_job_is_finished(tmp_path: Path, dc: Any)
     assert len(set(ids) - taken) <= kills
     assert jobs.dead() == []
     cache.close()
-    assert integrity(directory) == "ok"
+    assert support.integrity(directory) == "ok"

@@ -312,6 +312,9 @@ class Cache(_core.CacheCore):
         :param update: store the change in the directory so other handles see it
         :return: the setting's value
         """
+        if not isinstance(key, str):
+            kind = type(key).__name__
+            raise TypeError(f"reset(key=...) takes a setting's name as a str, not {kind}")
         if value is ENOVAL:
             return self._reset(key, None, update)
         self._reset(key, value, update)

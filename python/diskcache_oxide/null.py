@@ -244,6 +244,9 @@ class NullCache:
 
     def reset(self, key: str, value: Any = ENOVAL, update: bool = True) -> Any:
         """Read a setting (the counters are 0), or remember a new value."""
+        if not isinstance(key, str):
+            kind = type(key).__name__
+            raise TypeError(f"reset(key=...) takes a setting's name as a str, not {kind}")
         if key in _COUNTERS:
             if value is not ENOVAL:
                 raise ValueError(f"{key} is a counter; it cannot be set")

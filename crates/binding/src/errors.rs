@@ -126,14 +126,10 @@ pub(crate) fn to_py_ref(py: Python<'_>, error: &Error) -> PyErr {
                 _ => PyOSError::new_err(error.to_string()),
             }
         }
-        Error::Sqlite { .. } => Exc::Database.err(
-            py,
-            format!(
-                "{error}; if the disk is full, free space and retry; otherwise run \
-                 cache.check() to look for damage, or move the directory aside and start a \
-                 new cache"
-            ),
-        ),
+        Error::Sqlite { .. } => {
+            let advice = error.advice();
+            Exc::Database.err(py, format!("{error}; {advice}"))
+        }
         other => Exc::CacheError.err(py, other.to_string()),
     }
 }

@@ -61,6 +61,26 @@ impl Error {
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Error::InvalidArgument(message.into())
     }
+
+    /// What to do about a storage failure (`Error::Sqlite`), for the message shown to users.
+    pub fn advice(&self) -> &'static str {
+        use rusqlite::ErrorCode;
+        let code = match self {
+            Error::Sqlite { source, .. } => source.sqlite_error_code(),
+            _ => None,
+        };
+        match code {
+            Some(ErrorCode::DiskFull) => "free space on the disk and retry",
+            Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => {
+                "the database is damaged: run cache.check() to see where, or move the directory \
+                 aside and start a new cache"
+            }
+            _ => {
+                "if the disk is full, free space and retry; otherwise run cache.check() to look \
+                 for damage, or move the directory aside and start a new cache"
+            }
+        }
+    }
 }
 
 impl fmt::Display for Error {

@@ -20,7 +20,7 @@ use std::mem::ManuallyDrop;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use thread_local::ThreadLocal;
 
 /// The on-disk format this build writes and the newest it reads (`PRAGMA user_version`).
@@ -113,9 +113,25 @@ struct Conn {
     recent: Recent,
     /// A read-only connection opened `immutable=1` (no `-wal` file existed then).
     immutable: bool,
+    /// When this connection last checked that `cache.db` is still the file it opened.
+    checked: Instant,
 }
 
 impl Conn {
+    fn new(db: Connection, immutable: bool, generation: u64) -> Conn {
+        Conn {
+            db: ManuallyDrop::new(db),
+            fork: conn::fork_generation(),
+            depth: 0,
+            generation,
+            unlink_on_commit: Vec::new(),
+            unlink_on_rollback: Vec::new(),
+            recent: Recent::new(),
+            immutable,
+            checked: Instant::now(),
+        }
+    }
+
     /// The WAL index header to validate remembered reads against, when they may be used: not
     /// inside a transaction (its own writes are uncommitted), and not on an immutable
     /// connection (it has no WAL index to watch, and mapping one would create the -shm file).
@@ -149,6 +165,10 @@ enum FileMode {
     /// Leave them for the caller to read into its own buffer.
     Defer,
 }
+
+/// How often a connection checks that `cache.db` was not deleted behind its back: a stat of
+/// the path, too dear for every call and cheap once in this long.
+const MOVED_CHECK_INTERVAL: Duration = Duration::from_millis(500);
 
 /// A value file just written, with the directory lock held until its row is (D-005).
 pub(crate) type NewFile = (String, Option<DirLock>);
@@ -322,16 +342,7 @@ impl Cache {
             conns: ThreadLocal::new(),
             read_only: options.read_only,
         };
-        let conn = Conn {
-            db: ManuallyDrop::new(db),
-            fork: conn::fork_generation(),
-            depth: 0,
-            generation: 0,
-            unlink_on_commit: Vec::new(),
-            unlink_on_rollback: Vec::new(),
-            recent: Recent::new(),
-            immutable,
-        };
+        let conn = Conn::new(db, immutable, 0);
         *inner.conns.get_or(|| RefCell::new(None)).borrow_mut() = Some(conn);
         Ok(Cache {
             inner: Arc::new(inner),
@@ -409,6 +420,9 @@ impl Cache {
             Some(c) => c,
             none => none.insert(self.connect()?),
         };
+        if conn.checked.elapsed() >= MOVED_CHECK_INTERVAL {
+            self.check_not_moved(conn)?;
+        }
         let generation = self.inner.generation.load(Ordering::Acquire);
         if conn.generation != generation {
             conn::apply_pragmas(&conn.db, &self.settings())?;
@@ -441,16 +455,38 @@ impl Cache {
             (conn::open(&self.inner.db_path)?, false)
         };
         conn::apply_pragmas(&db, &self.settings())?;
-        Ok(Conn {
-            db: ManuallyDrop::new(db),
-            fork: conn::fork_generation(),
-            depth: 0,
-            generation: self.inner.generation.load(Ordering::Acquire),
-            unlink_on_commit: Vec::new(),
-            unlink_on_rollback: Vec::new(),
-            recent: Recent::new(),
+        Ok(Conn::new(
+            db,
             immutable,
-        })
+            self.inner.generation.load(Ordering::Acquire),
+        ))
+    }
+
+    /// Fail if `cache.db` was deleted or replaced since this connection opened it. SQLite
+    /// would go on using the unlinked file, and every write from here on would be invisible
+    /// to other processes (which open a new, empty `cache.db`): a silent split.
+    fn check_not_moved(&self, conn: &mut Conn) -> Result<()> {
+        let mut moved: std::os::raw::c_int = 0;
+        // SAFETY: the handle is open; HAS_MOVED writes one int through the pointer.
+        let rc = unsafe {
+            rusqlite::ffi::sqlite3_file_control(
+                conn.db.handle(),
+                c"main".as_ptr(),
+                rusqlite::ffi::SQLITE_FCNTL_HAS_MOVED,
+                (&mut moved as *mut std::os::raw::c_int).cast(),
+            )
+        };
+        if rc == rusqlite::ffi::SQLITE_OK && moved != 0 {
+            return Err(Error::io(
+                "the cache database was deleted or replaced while this handle had it open, so \
+                 its writes would be invisible to every other process; close this handle and \
+                 open the cache again",
+                Some(self.inner.db_path.clone()),
+                std::io::Error::from_raw_os_error(libc::ENOENT),
+            ));
+        }
+        conn.checked = Instant::now();
+        Ok(())
     }
 
     /// Run `f` as one atomic write: its own `BEGIN IMMEDIATE … COMMIT`, or a savepoint inside
