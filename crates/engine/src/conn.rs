@@ -3,8 +3,9 @@
 use crate::error::SqlContext;
 use crate::settings::Settings;
 use crate::Result;
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::{ffi, Connection, OpenFlags};
 use std::cell::Cell;
+use std::ffi::{c_char, c_int, c_void};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Once;
@@ -24,6 +25,22 @@ impl Deadline {
     pub(crate) fn start(timeout: Duration) -> Deadline {
         let deadline = Instant::now().checked_add(timeout);
         let previous = DEADLINE.with(|d| d.replace(deadline));
+        Deadline { previous }
+    }
+}
+
+impl Deadline {
+    /// Bring this thread's deadline forward to at most `limit` from now, until dropped.
+    fn shorten(limit: Duration) -> Deadline {
+        let soon = Instant::now().checked_add(limit);
+        let previous = DEADLINE.with(|d| {
+            let now = d.get();
+            d.set(match (now, soon) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            });
+            now
+        });
         Deadline { previous }
     }
 }
@@ -61,7 +78,73 @@ pub(crate) fn open(path: &Path) -> Result<Connection> {
     db.busy_handler(Some(busy_wait))
         .ctx("installing the busy handler")?;
     db.set_prepared_statement_cache_capacity(64);
+    // SAFETY: the hook is a plain function with no state; it lives as long as the process.
+    unsafe { ffi::sqlite3_wal_hook(db.handle(), Some(after_commit), std::ptr::null_mut()) };
     Ok(db)
+}
+
+/// SQLite's automatic checkpoint, at its default size.
+const CHECKPOINT_FRAMES: c_int = 1000;
+/// A WAL this long is also started over (D-030).
+const RESTART_FRAMES: c_int = 4096;
+/// How long a commit may wait for readers to leave the WAL so it can be started over. The
+/// writer lock is held meanwhile, so this stays short; a reader that takes longer only
+/// postpones the restart.
+const RESTART_WAIT: Duration = Duration::from_millis(50);
+/// After a restart failed, none is tried in this process for this long.
+const RESTART_BACKOFF: Duration = Duration::from_millis(250);
+
+/// Milliseconds after `EPOCH` before which no restart is tried.
+static RESTART_NOT_BEFORE: AtomicU64 = AtomicU64::new(0);
+static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+
+/// Runs after every commit (in place of SQLite's automatic checkpoint, which a WAL hook
+/// replaces). SQLite only starts a WAL over when a writer finds no reader in it; processes
+/// that read all the time always overlap, the WAL then grows without bound (gigabytes a
+/// minute under load), and so does the WAL index every process maps. Past `RESTART_FRAMES`
+/// a commit waits briefly for the readers in the WAL to finish, checkpoints it completely
+/// and has the next writer start it over.
+unsafe extern "C" fn after_commit(
+    _: *mut c_void,
+    db: *mut ffi::sqlite3,
+    name: *const c_char,
+    frames: c_int,
+) -> c_int {
+    if frames < CHECKPOINT_FRAMES {
+        return ffi::SQLITE_OK;
+    }
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    let now = epoch.elapsed().as_millis() as u64;
+    if frames >= RESTART_FRAMES && now >= RESTART_NOT_BEFORE.load(Ordering::Relaxed) {
+        let _wait = Deadline::shorten(RESTART_WAIT);
+        // SAFETY: SQLite hands the hook its open connection and the database's name.
+        let rc = unsafe {
+            ffi::sqlite3_wal_checkpoint_v2(
+                db,
+                name,
+                ffi::SQLITE_CHECKPOINT_RESTART,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+        if rc == ffi::SQLITE_OK {
+            return ffi::SQLITE_OK;
+        }
+        let later = now + RESTART_BACKOFF.as_millis() as u64;
+        RESTART_NOT_BEFORE.store(later, Ordering::Relaxed);
+    }
+    // SAFETY: as above. A checkpoint that fails is retried after a later commit; it never
+    // fails the commit that has already happened.
+    unsafe {
+        ffi::sqlite3_wal_checkpoint_v2(
+            db,
+            name,
+            ffi::SQLITE_CHECKPOINT_PASSIVE,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    ffi::SQLITE_OK
 }
 
 /// The WAL file beside a database (`<db>-wal`).
@@ -111,10 +194,14 @@ fn uri_path(path: &Path) -> String {
     out
 }
 
+/// A WAL file larger than this is cut back to it when it is next started over (D-030).
+const WAL_SIZE_LIMIT: i64 = 32 << 20;
+
 /// The per-connection pragmas (the persistent ones are set when the database is created).
 pub(crate) fn apply_pragmas(db: &Connection, s: &Settings) -> Result<()> {
     db.execute_batch(&format!(
-        "PRAGMA synchronous = {}; PRAGMA cache_size = {}; PRAGMA mmap_size = {};",
+        "PRAGMA synchronous = {}; PRAGMA cache_size = {}; PRAGMA mmap_size = {}; \
+         PRAGMA journal_size_limit = {WAL_SIZE_LIMIT};",
         s.sqlite_synchronous, s.sqlite_cache_size, s.sqlite_mmap_size
     ))
     .ctx("applying connection settings")
