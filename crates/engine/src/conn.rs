@@ -74,7 +74,8 @@ pub(crate) fn open(path: &Path) -> Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let mut db = Connection::open_with_flags(path, flags).ctx("opening the cache database")?;
+    let mut db = Connection::open_with_flags_and_vfs(path, flags, vfs()?)
+        .ctx("opening the cache database")?;
     db.busy_handler(Some(busy_wait))
         .ctx("installing the busy handler")?;
     db.set_prepared_statement_cache_capacity(64);
@@ -147,6 +148,17 @@ unsafe extern "C" fn after_commit(
     ffi::SQLITE_OK
 }
 
+/// Our VFS (D-029), registered on first use.
+fn vfs() -> Result<&'static std::ffi::CStr> {
+    crate::vfs::register().map_err(|rc| {
+        crate::error::sql_error(
+            "registering the cache's SQLite VFS",
+            rusqlite::Error::SqliteFailure(ffi::Error::new(rc), None),
+        )
+    })?;
+    Ok(crate::vfs::NAME)
+}
+
 /// The WAL file beside a database (`<db>-wal`).
 pub(crate) fn wal_path(db_path: &Path) -> std::path::PathBuf {
     let mut name = db_path.as_os_str().to_owned();
@@ -172,8 +184,8 @@ pub(crate) fn open_read_only(path: &Path) -> Result<(Connection, bool)> {
         uri_path(path),
         if immutable { "immutable=1" } else { "mode=ro" }
     );
-    let mut db =
-        Connection::open_with_flags(uri, flags).ctx("opening the cache database read-only")?;
+    let mut db = Connection::open_with_flags_and_vfs(uri, flags, vfs()?)
+        .ctx("opening the cache database read-only")?;
     db.busy_handler(Some(busy_wait))
         .ctx("installing the busy handler")?;
     db.set_prepared_statement_cache_capacity(64);

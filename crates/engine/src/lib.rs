@@ -30,6 +30,7 @@ mod recent;
 mod settings;
 mod stored;
 pub mod value;
+mod vfs;
 
 pub use cache::{Cache, Incr, OpenOptions, WriteOptions, DB_NAME, FORMAT_VERSION};
 pub use error::{Error, Result};
