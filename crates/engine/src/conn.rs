@@ -92,7 +92,8 @@ const RESTART_FRAMES: c_int = 4096;
 /// writer lock is held meanwhile, so this stays short; a reader that takes longer only
 /// postpones the restart.
 const RESTART_WAIT: Duration = Duration::from_millis(50);
-/// After a restart failed, none is tried in this process for this long.
+/// After a restart that waited for readers and failed, none is tried in this process for
+/// this long.
 const RESTART_BACKOFF: Duration = Duration::from_millis(250);
 
 /// Milliseconds after `EPOCH` before which no restart is tried.
@@ -131,8 +132,15 @@ unsafe extern "C" fn after_commit(
         if rc == ffi::SQLITE_OK {
             return ffi::SQLITE_OK;
         }
-        let later = now + RESTART_BACKOFF.as_millis() as u64;
-        RESTART_NOT_BEFORE.store(later, Ordering::Relaxed);
+        // Another process's checkpoint makes this fail at once, costing nothing: the next
+        // commit tries again. Only a restart that waited for readers backs off.
+        let waited = epoch.elapsed().as_millis() as u64 - now;
+        if waited >= RESTART_WAIT.as_millis() as u64 / 2 {
+            RESTART_NOT_BEFORE.store(
+                now + waited + RESTART_BACKOFF.as_millis() as u64,
+                Ordering::Relaxed,
+            );
+        }
     }
     // SAFETY: as above. A checkpoint that fails is retried after a later commit; it never
     // fails the commit that has already happened.

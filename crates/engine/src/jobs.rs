@@ -191,7 +191,7 @@ impl Cache {
                 }
                 let ids: Vec<i64> = db
                     .prepare_cached(
-                        "SELECT id FROM jobs WHERE queue = ?1 AND state = 0 AND due <= ?2 ORDER BY due, id LIMIT ?3",
+                        "SELECT id FROM jobs WHERE queue = ?1 AND state = 0 AND due <= ?2 ORDER BY due, id LIMIT CAST(?3 AS INTEGER)",
                     )
                     .and_then(|mut st| {
                         st.query_map(params![queue, now, (n - taken.len()) as i64], |r| r.get(0))?.collect()
@@ -361,7 +361,7 @@ impl Cache {
     pub fn job_dead(&self, queue: &str, after: i64, limit: usize) -> Result<Vec<JobInfo>> {
         let rows = self.read(|db| {
             db.prepare_cached(&format!(
-                "SELECT {JOB_COLUMNS} FROM jobs WHERE queue = ?1 AND state = 2 AND id > ?2 ORDER BY id LIMIT ?3"
+                "SELECT {JOB_COLUMNS} FROM jobs WHERE queue = ?1 AND state = 2 AND id > ?2 ORDER BY id LIMIT CAST(?3 AS INTEGER)"
             ))
             .and_then(|mut st| st.query_map(params![queue, after, limit as i64], job_row)?.collect::<rusqlite::Result<Vec<_>>>())
             .ctx("listing dead jobs")

@@ -54,7 +54,7 @@ impl Cache {
         let now = now.unwrap_or_else(crate::cache::now);
         self.delete_batches(
             "SELECT rowid, filename, size, expire_time FROM cache WHERE expire_time IS NOT NULL \
-             AND ?1 < expire_time AND expire_time < ?3 ORDER BY expire_time LIMIT ?2",
+             AND ?1 < expire_time AND expire_time < ?3 ORDER BY expire_time LIMIT CAST(?2 AS INTEGER)",
             SqlValue::Real(0.0),
             Some(SqlValue::Real(now)),
         )
@@ -63,7 +63,7 @@ impl Cache {
     /// Remove every entry with this tag. Returns how many.
     pub fn evict(&self, tag: &Scalar) -> Result<u64> {
         self.delete_batches(
-            "SELECT rowid, filename, size, rowid FROM cache WHERE tag = ?3 AND rowid > ?1 ORDER BY rowid LIMIT ?2",
+            "SELECT rowid, filename, size, rowid FROM cache WHERE tag = ?3 AND rowid > ?1 ORDER BY rowid LIMIT CAST(?2 AS INTEGER)",
             SqlValue::Integer(0),
             Some(scalar_value(tag)),
         )
@@ -72,7 +72,7 @@ impl Cache {
     /// Remove every entry. Returns how many.
     pub fn clear(&self) -> Result<u64> {
         self.delete_batches(
-            "SELECT rowid, filename, size, rowid FROM cache WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
+            "SELECT rowid, filename, size, rowid FROM cache WHERE rowid > ?1 ORDER BY rowid LIMIT CAST(?2 AS INTEGER)",
             SqlValue::Integer(0),
             None,
         )

@@ -296,7 +296,7 @@ impl Cache {
         let (cmp, order) = if reverse { ("<", "DESC") } else { (">", "ASC") };
         let sql = format!(
             "SELECT key FROM cache WHERE raw = 1 AND key >= ?1 AND (?2 OR key < ?3) AND (?4 IS NULL OR key {cmp} ?4) \
-             AND typeof(key) = 'text' ORDER BY key {order} LIMIT ?5"
+             AND typeof(key) = 'text' ORDER BY key {order} LIMIT CAST(?5 AS INTEGER)"
         );
         self.read(|db| {
             let mut stmt = db.prepare_cached(&sql).ctx("listing keys")?;
@@ -329,7 +329,7 @@ impl Cache {
             let limit = limit as i64;
             let rows = match after {
                 None => {
-                    let sql = format!("SELECT key, raw FROM cache ORDER BY key {order}, raw {order} LIMIT ?1");
+                    let sql = format!("SELECT key, raw FROM cache ORDER BY key {order}, raw {order} LIMIT CAST(?1 AS INTEGER)");
                     let mut stmt = c.db.prepare_cached(&sql).ctx("listing keys")?;
                     let rows = stmt.query_map([limit], |r| Ok(key_from(r.get_ref(0)?, r.get(1)?)));
                     rows.and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>()).ctx("listing keys")?
@@ -337,7 +337,7 @@ impl Cache {
                 Some(k) => {
                     let (k, raw) = key_sql(k);
                     let sql = format!(
-                        "SELECT key, raw FROM cache WHERE (key, raw) {cmp} (?1, ?2) ORDER BY key {order}, raw {order} LIMIT ?3"
+                        "SELECT key, raw FROM cache WHERE (key, raw) {cmp} (?1, ?2) ORDER BY key {order}, raw {order} LIMIT CAST(?3 AS INTEGER)"
                     );
                     let mut stmt = c.db.prepare_cached(&sql).ctx("listing keys")?;
                     let rows = stmt.query_map(params![k, raw, limit], |r| Ok(key_from(r.get_ref(0)?, r.get(1)?)));
@@ -366,7 +366,7 @@ impl Cache {
     ) -> Result<Vec<(i64, Key)>> {
         self.with_conn(|c| {
             let order = if ascending { "ASC" } else { "DESC" };
-            let sql = format!("SELECT rowid, key, raw FROM cache WHERE ?1 < rowid AND rowid < ?2 ORDER BY rowid {order} LIMIT ?3");
+            let sql = format!("SELECT rowid, key, raw FROM cache WHERE ?1 < rowid AND rowid < ?2 ORDER BY rowid {order} LIMIT CAST(?3 AS INTEGER)");
             let mut stmt = c.db.prepare_cached(&sql).ctx("listing keys")?;
             let rows = stmt
                 .query_map(params![lo, hi, limit as i64], |r| Ok((r.get::<_, i64>(0)?, key_from(r.get_ref(1)?, r.get(2)?))))
@@ -387,7 +387,7 @@ impl Cache {
 
     /// Bytes used on disk: database pages plus value files.
     pub fn volume(&self) -> Result<u64> {
-        self.with_conn(|c| volume(&c.db, self.inner.page_size))
+        self.with_conn(|c| volume(&c.db, self.inner.page_size, false))
             .map(|v| v.max(0) as u64)
     }
 

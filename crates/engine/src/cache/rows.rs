@@ -268,12 +268,22 @@ pub(crate) fn apply_delta(db: &Connection, d: &Delta) -> Result<()> {
     Ok(())
 }
 
-pub(super) fn volume(db: &Connection, page_size: i64) -> Result<i64> {
-    // A plain cached PRAGMA: the pragma_page_count() table function re-parses SQL on every step.
-    let pages: i64 = db
-        .prepare_cached("PRAGMA page_count")
-        .and_then(|mut st| st.query_row([], |r| r.get(0)))
-        .ctx("measuring the cache's volume")?;
+/// python-diskcache's volume: the database's pages plus the bytes in value files. `committed`
+/// takes the page count from the last commit (D-031), which is cheap and, inside a write, off
+/// only by the pages this write adds; otherwise it is exact.
+pub(super) fn volume(db: &Connection, page_size: i64, committed: bool) -> Result<i64> {
+    let known = if committed {
+        crate::recent::committed_pages(db)
+    } else {
+        None
+    };
+    let pages: i64 = match known {
+        Some(pages) => pages,
+        None => db
+            .prepare_cached("PRAGMA page_count")
+            .and_then(|mut st| st.query_row([], |r| r.get(0)))
+            .ctx("measuring the cache's volume")?,
+    };
     let files: i64 = db
         .prepare_cached("SELECT size FROM meta")
         .and_then(|mut st| st.query_row([], |r| r.get(0)))

@@ -241,7 +241,7 @@ impl Cache {
         }
         let expired = select_rows(
             db,
-            "SELECT rowid, filename, size FROM cache WHERE expire_time IS NOT NULL AND expire_time < ?1 ORDER BY expire_time LIMIT ?2",
+            "SELECT rowid, filename, size FROM cache WHERE expire_time IS NOT NULL AND expire_time < ?1 ORDER BY expire_time LIMIT CAST(?2 AS INTEGER)",
             params![now, limit],
         )?;
         limit -= expired.len() as i64;
@@ -256,12 +256,12 @@ impl Cache {
         };
         apply_delta(db, delta)?; // volume() reads meta.size
         *delta = Delta::default();
-        if volume(db, self.inner.page_size)? < s.size_limit {
+        if volume(db, self.inner.page_size, true)? < s.size_limit {
             return Ok(());
         }
         let victims = select_rows(
             db,
-            &format!("SELECT rowid, filename, size FROM cache ORDER BY {order} LIMIT ?1"),
+            &format!("SELECT rowid, filename, size FROM cache ORDER BY {order} LIMIT CAST(?1 AS INTEGER)"),
             params![limit],
         )?;
         for r in &victims {
