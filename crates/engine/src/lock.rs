@@ -4,6 +4,11 @@
 //! Shared: a writer between creating a value file and holding SQLite's write lock, so the sweep
 //! can never mistake a file that is about to be committed for an orphan. The kernel drops the
 //! lock when its holder dies, so a killed process never leaves it held.
+//!
+//! An `flock` belongs to the open file description, which a forked child shares: were the guard
+//! merely closed, a child that inherited the descriptor (from a thread that held the lock at the
+//! fork) would keep the lock held for as long as it lives. So the owner unlocks explicitly, and
+//! a child never unlocks a guard it inherited, which would release its parent's lock (D-028).
 
 use crate::files::Modes;
 use crate::{Error, Result};
@@ -16,7 +21,18 @@ use std::time::{Duration, Instant};
 pub(crate) const LOCK_NAME: &str = ".lock";
 
 pub(crate) struct DirLock {
-    _file: File,
+    file: File,
+    /// `fork_generation()` when taken.
+    fork: u64,
+}
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        if self.fork == crate::conn::fork_generation() {
+            // SAFETY: a valid open descriptor.
+            unsafe { libc::flock(self.file.as_raw_fd(), libc::LOCK_UN) };
+        }
+    }
 }
 
 impl DirLock {
@@ -49,7 +65,10 @@ impl DirLock {
         loop {
             // SAFETY: a valid open descriptor.
             if unsafe { libc::flock(file.as_raw_fd(), kind | libc::LOCK_NB) } == 0 {
-                return Ok(DirLock { _file: file });
+                return Ok(DirLock {
+                    file,
+                    fork: crate::conn::fork_generation(),
+                });
             }
             let err = std::io::Error::last_os_error();
             if err.raw_os_error() != Some(libc::EWOULDBLOCK)

@@ -129,7 +129,16 @@ impl Cache {
         })?;
         if fix {
             self.writable()?;
-            self.with_conn(|c| c.db.execute_batch("VACUUM").ctx("vacuuming"))?;
+            // VACUUM dirties every page in one statement: let it spill rather than hold the whole
+            // database in memory. Nothing of it is left half-done across a fork (D-028).
+            self.with_conn(|c| {
+                c.db.execute_batch("PRAGMA cache_spill = ON")
+                    .ctx("vacuuming")?;
+                let vacuumed = c.db.execute_batch("VACUUM").ctx("vacuuming");
+                c.db.execute_batch("PRAGMA cache_spill = OFF")
+                    .ctx("vacuuming")?;
+                vacuumed
+            })?;
         }
         // The exclusive directory lock keeps writers from creating files we would call orphans.
         // A read-only handle takes no lock (it creates nothing) and reads in one transaction.

@@ -100,6 +100,8 @@ struct Inner {
 struct Conn {
     /// Never closed from a process other than the one that opened it (see `Drop`).
     db: ManuallyDrop<Connection>,
+    /// Its entry in the registry a forked child closes inherited connections from (D-028).
+    live: conn::Live,
     /// `conn::fork_generation()` when opened: a different one means we are in a forked child.
     fork: u64,
     /// Nesting depth of `begin()` on this thread.
@@ -118,8 +120,9 @@ struct Conn {
 }
 
 impl Conn {
-    fn new(db: Connection, immutable: bool, generation: u64) -> Conn {
+    fn new(db: Connection, generation: u64, immutable: bool) -> Conn {
         Conn {
+            live: conn::Live::register(&db),
             db: ManuallyDrop::new(db),
             fork: conn::fork_generation(),
             depth: 0,
@@ -146,9 +149,11 @@ impl Conn {
 
 impl Drop for Conn {
     fn drop(&mut self) {
-        // A connection inherited through fork() belongs to the parent: closing it here could
-        // disturb the parent's locks, so the child leaks it instead.
+        // A connection inherited through fork() is closed (or deliberately leaked) through the
+        // registry by the child's first open (D-028); its Rust side must never touch it again.
         if self.fork == conn::fork_generation() {
+            let _active = conn::Active::enter();
+            self.live.deregister();
             // SAFETY: dropped exactly once, here.
             unsafe { ManuallyDrop::drop(&mut self.db) }
         }
@@ -287,7 +292,8 @@ impl Cache {
         crate::layout::refuse_fanout_root(&directory)?;
         let db_path = directory.join(DB_NAME);
         let _deadline = Deadline::start(options.timeout);
-        let (db, settings, immutable, modes) = if options.read_only {
+        let _active = conn::Active::enter();
+        let (conn, settings, modes) = if options.read_only {
             // Nothing is created: no directory, no lock file, no schema, no settings (D-019).
             match std::fs::metadata(&directory) {
                 Ok(m) if m.is_dir() => {}
@@ -314,22 +320,32 @@ impl Cache {
                 ));
             }
             let (db, immutable) = conn::open_read_only(&db_path)?;
-            let settings = init_database(&db, &options.settings, true)?;
-            (db, settings, immutable, Modes::PRIVATE)
+            let db = Conn::new(db, 0, immutable);
+            let settings = {
+                let _call = db.live.call();
+                init_database(&db.db, &options.settings, true)?
+            };
+            (db, settings, Modes::PRIVATE)
         } else {
             // The directory and everything in it are private unless asked otherwise (D-027).
             let modes = Modes::prepare(&directory, requested, &db_path)?;
             let lock = DirLock::exclusive(&directory, options.timeout, modes)?;
             modes.precreate(&db_path)?;
-            let db = conn::open(&db_path)?;
-            let settings = init_database(&db, &options.settings, false)?;
+            let db = Conn::new(conn::open(&db_path)?, 0, false);
+            let settings = {
+                let _call = db.live.call();
+                init_database(&db.db, &options.settings, false)?
+            };
             drop(lock);
-            (db, settings, false, modes)
+            (db, settings, modes)
         };
-        conn::apply_pragmas(&db, &settings)?;
-        let page_size: i64 = db
-            .query_row("PRAGMA page_size", [], |r| r.get(0))
-            .ctx("reading the page size")?;
+        let page_size: i64 = {
+            let _call = conn.live.call();
+            conn::apply_pragmas(&conn.db, &settings)?;
+            conn.db
+                .query_row("PRAGMA page_size", [], |r| r.get(0))
+                .ctx("reading the page size")?
+        };
         let inner = Inner {
             files: ValueFiles::new(&directory, modes),
             modes,
@@ -342,7 +358,6 @@ impl Cache {
             conns: ThreadLocal::new(),
             read_only: options.read_only,
         };
-        let conn = Conn::new(db, immutable, 0);
         *inner.conns.get_or(|| RefCell::new(None)).borrow_mut() = Some(conn);
         Ok(Cache {
             inner: Arc::new(inner),
@@ -401,6 +416,7 @@ impl Cache {
 
     fn with_conn<T>(&self, f: impl FnOnce(&mut Conn) -> Result<T>) -> Result<T> {
         let _deadline = Deadline::start(self.inner.timeout);
+        let _active = conn::Active::enter();
         let cell = self.inner.conns.get_or(|| RefCell::new(None));
         let mut slot = cell.try_borrow_mut().map_err(|_| {
             Error::invalid("a cache call was re-entered on one thread while another was running")
@@ -420,6 +436,7 @@ impl Cache {
             Some(c) => c,
             none => none.insert(self.connect()?),
         };
+        let _call = conn.live.call();
         if conn.checked.elapsed() >= MOVED_CHECK_INTERVAL {
             self.check_not_moved(conn)?;
         }
@@ -454,12 +471,12 @@ impl Cache {
         } else {
             (conn::open(&self.inner.db_path)?, false)
         };
-        conn::apply_pragmas(&db, &self.settings())?;
-        Ok(Conn::new(
-            db,
-            immutable,
-            self.inner.generation.load(Ordering::Acquire),
-        ))
+        let conn = Conn::new(db, self.inner.generation.load(Ordering::Acquire), immutable);
+        {
+            let _call = conn.live.call();
+            conn::apply_pragmas(&conn.db, &self.settings())?;
+        }
+        Ok(conn)
     }
 
     /// Fail if `cache.db` was deleted or replaced since this connection opened it. SQLite
@@ -649,7 +666,10 @@ impl Cache {
         if let Some(cell) = self.inner.conns.get() {
             if let Ok(mut slot) = cell.try_borrow_mut() {
                 if let Some(c) = slot.as_mut() {
-                    if c.depth > 0 {
+                    // An inherited connection may already be closed by the child (D-028).
+                    if c.depth > 0 && c.fork == conn::fork_generation() {
+                        let _active = conn::Active::enter();
+                        let _call = c.live.call();
                         let _ = run(&c.db, "ROLLBACK");
                     }
                 }
