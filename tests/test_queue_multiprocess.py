@@ -184,6 +184,8 @@ def run_with_kills(
             continue  # it finished (the queue was empty and the producers were done)
         os.kill(inc.process.pid, signal.SIGKILL)
         inc.process.join(10)
+        if inc.process.exitcode == 0:
+            continue  # it finished on its own just before the kill landed
         inc.killed = True
         kills += 1
         launch(slot)
