@@ -40,7 +40,6 @@ import multiprocessing
 import os
 import random
 import signal
-import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -54,14 +53,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.oxide]
 SPAWN = multiprocessing.get_context("spawn")
 SOAK = max(1, int(os.environ.get("DCO_QUEUE_SOAK", "1") or 1))
 PREFIX = "mp"
-
-
-def integrity(directory: str) -> str:
-    db = sqlite3.connect(os.path.join(directory, "cache.db"), timeout=60)
-    try:
-        return ", ".join(row[0] for row in db.execute("PRAGMA integrity_check"))
-    finally:
-        db.close()
 
 
 def join_all(processes: list[Any], timeout: float) -> None:
@@ -122,7 +113,7 @@ def test_four_producers_four_workers_deliver_every_item_exactly_once(
     assert not lost, f"{len(lost)} items lost, e.g. {sorted(lost)[:5]}"
     assert set(delivered) == produced
     assert remaining_items(dc, directory) == []
-    assert integrity(directory) == "ok"
+    assert support.integrity(directory) == "ok"
 
 
 # ----------------------------------------------------------------------------- SIGKILL
@@ -259,7 +250,7 @@ def test_workers_killed_at_random_lose_and_duplicate_nothing(tmp_path: Path, dc:
         max_seconds=45 * SOAK,
     )
     assert kills >= 5, "too few kills to say anything"
-    assert integrity(directory) == "ok"
+    assert support.integrity(directory) == "ok"
     produced = {v for i in range(4) for v in qw.item_values(i, per_producer)}
     verdict = Verdict(dc, directory, incarnations)
     verdict.assert_exactly_once(produced)
@@ -293,7 +284,7 @@ def test_a_kill_between_the_log_and_the_commit_rolls_the_pull_back(tmp_path: Pat
     second = start(qw.consume_logged, directory, PREFIX, 4, 1, second_log)
     join_all([second], timeout=60)
     assert second.exitcode == 0
-    assert integrity(directory) == "ok"
+    assert support.integrity(directory) == "ok"
     verdict = Verdict(dc, directory, [killed, Incarnation(0, 1, second, second_log)])
     verdict.assert_exactly_once(set(range(100)))
     assert verdict.uncertain == {2} and verdict.rolled_back == {2}
@@ -312,7 +303,7 @@ def test_plain_pulls_killed_at_random_never_duplicate(tmp_path: Path, dc: Any) -
         min_kills=8 * SOAK,
         max_seconds=25 * SOAK,
     )
-    assert integrity(directory) == "ok"
+    assert support.integrity(directory) == "ok"
     produced = {v for i in range(4) for v in qw.item_values(i, per_producer)}
     delivered: collections.Counter[int] = collections.Counter()
     for inc in incarnations:
