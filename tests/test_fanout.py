@@ -384,3 +384,36 @@ def test_read_only_fanout_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(dco.LayoutMismatchError):
         dco.FanoutCache(tmp_path / "f", shards=3, read_only=True)
     assert _snapshot(tmp_path / "f") == before
+
+
+# ----------------------------------------------------------------------------- many keys
+
+
+def test_bulk_calls_across_shards(fanout: Any) -> None:
+    keys = [f"k{i}" for i in range(40)] + [7, 2.5, b"raw", ("t", 1)]
+    assert fanout.set_many({k: repr(k) for k in keys}, tag="bulk") is True
+    assert {shard_hash(k) % fanout.shards for k in keys} == set(range(fanout.shards))
+    assert fanout.get_many(keys + ["absent"], default="-") == [repr(k) for k in keys] + ["-"]
+    assert all(fanout.get(k, tag=True) == (repr(k), "bulk") for k in keys)
+    fanout.set_many([("dup", 1), ("dup", 2)])  # pairs, the last one wins as in a dict
+    assert fanout["dup"] == 2
+    assert fanout.delete_many(keys[:10] + ["absent"]) == 10
+    assert fanout.get_many(keys[:12]) == [None] * 10 + [repr(k) for k in keys[10:12]]
+    assert len(fanout) == len(keys) - 10 + 1
+
+
+def test_bulk_calls_with_a_locked_shard(tmp_path: Path) -> None:
+    cache = dco.FanoutCache(tmp_path / "c", shards=4, timeout=0.01)
+    locked, free = _key_in_shard(cache, 2), _key_in_shard(cache, 1)
+    cache.set_many({locked: 1, free: 1})
+    holder = dco.Cache(os.path.join(cache.directory, "002"), timeout=0.01)
+    try:
+        with holder.transact():
+            holder.set("held", 1)
+            assert cache.set_many({locked: 2, free: 2}) is False  # the free shard's part is stored
+            assert cache.get_many([locked, free]) == [1, 2]  # reads do not wait for a writer
+            assert cache.delete_many([locked, free]) == 1
+        assert cache.get_many([locked, free]) == [1, None]
+    finally:
+        holder.close()
+        cache.close()

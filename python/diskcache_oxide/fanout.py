@@ -16,7 +16,7 @@ import struct
 import tempfile
 import warnings
 import zlib
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any, ParamSpec, TypeVar
 
 from . import _core
@@ -368,6 +368,58 @@ class FanoutCache:
 
     def __delitem__(self, key: Any) -> None:
         del self._shard(key)[key]
+
+    # ------------------------------------------------------------------ many keys
+
+    def _by_shard(self, keys: Iterable[Any]) -> dict[int, list[tuple[int, Any]]]:
+        """(position, key) pairs grouped by the index of their shard."""
+        groups: dict[int, list[tuple[int, Any]]] = {}
+        for position, key in enumerate(keys):
+            groups.setdefault(shard_hash(key) % self._count, []).append((position, key))
+        return groups
+
+    def get_many(self, keys: Iterable[Any], default: Any = None, retry: bool = False) -> list[Any]:
+        """The values of ``keys``, in order, one batch per shard; ``default`` for a key that is
+        absent or whose shard stayed locked (without ``retry``)."""
+        keys = list(keys)
+        values: list[Any] = [default] * len(keys)
+        for index, group in self._by_shard(keys).items():
+            try:
+                found = self._shards[index].get_many([k for _, k in group], default, retry)
+            except Timeout:
+                continue
+            for (position, _), value in zip(group, found, strict=True):
+                values[position] = value
+        return values
+
+    def set_many(
+        self,
+        mapping: Mapping[Any, Any] | Iterable[tuple[Any, Any]],
+        expire: float | None = None,
+        tag: str | int | float | bytes | None = None,
+        retry: bool = False,
+    ) -> bool:
+        """Store every pair, one transaction per shard. False if a shard stayed locked
+        (without ``retry``): that shard's pairs were not stored, the others' were."""
+        pairs = list(mapping.items() if isinstance(mapping, Mapping) else mapping)
+        stored = True
+        for index, group in self._by_shard(k for k, _ in pairs).items():
+            try:
+                self._shards[index].set_many([pairs[p] for p, _ in group], expire, tag, retry)
+            except Timeout:
+                stored = False
+        return stored
+
+    def delete_many(self, keys: Iterable[Any], retry: bool = False) -> int:
+        """Remove ``keys``, one transaction per shard; how many were there. A shard that
+        stayed locked (without ``retry``) removes none."""
+        removed = 0
+        for index, group in self._by_shard(keys).items():
+            try:
+                removed += self._shards[index].delete_many([k for _, k in group], retry)
+            except Timeout:
+                continue
+        return removed
 
     # ------------------------------------------------------------------ whole cache
 
