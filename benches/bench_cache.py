@@ -1,12 +1,21 @@
-"""Side-by-side latency benchmark: python-diskcache 5.6.3 vs diskcache_oxide.
+"""Side-by-side latency benchmark: diskcache_oxide vs python-diskcache 5.6.3 and diskcache-rs.
 
-Both run in this one process, on this machine, each in its own fresh temporary
+All three run in this one process, on this machine, each in its own fresh temporary
 directory with default settings. Every operation is timed on its own with
 ``time.perf_counter_ns`` after a warm-up, with the garbage collector off while timing.
-The table shows median and p99 latency per operation in microseconds, and the ratio
-diskcache / oxide of the medians (higher is better for oxide) beside its target.
+The table shows median and p99 latency per operation in microseconds, the ratio
+diskcache / oxide of the medians (higher is better for oxide) beside its target, and the
+ratio diskcache-rs / oxide (no target: the targets are against python-diskcache).
 
-    python benches/bench_cache.py            # full run (~1-2 minutes)
+diskcache-rs (PyPI ``diskcache-rs``, pinned in requirements-dev.txt) is optional: if it
+does not import, its columns read "n/a" and the run says so. Its ``Cache`` has the same
+calls as python-diskcache's for every operation timed here (str keys; values pickled,
+bytes stored raw), but ``add`` and ``incr`` are a get then a set in Python, atomic only
+among the threads of one process; rows marked * compare against that weaker
+operation. After timing, every implementation makes one more call of the operation, and a
+diskcache-rs row whose result differs from python-diskcache's is shown as "n/a".
+
+    python benches/bench_cache.py            # full run (about 10 s on 2 cores)
     python benches/bench_cache.py --quick    # fewer iterations, for a smoke test
 
 Results are also written as JSON to benches/results/latest.json (or --json PATH).
@@ -35,6 +44,11 @@ try:
 except ImportError:  # pragma: no cover - explained to the user
     sys.exit("diskcache_oxide is not importable: run `make bench` (it builds it first)")
 
+try:
+    import diskcache_rs
+except ImportError:  # pragma: no cover - optional, its columns are skipped
+    diskcache_rs = None
+
 ROOT = Path(__file__).resolve().parent
 SMALL_VALUES: dict[str, Any] = {
     "int": 1234567,
@@ -43,6 +57,13 @@ SMALL_VALUES: dict[str, Any] = {
 }
 MB = 1 << 20
 TARGETS = {"get": 2.5, "set": 3.0, "add": 3.0, "delete": 3.0, "incr": 3.0, "set 1MB": 4.0}
+# Operations diskcache-rs does with a weaker guarantee than python-diskcache and oxide.
+RS_WEAKER = ("add", "incr")
+RS_WEAKER_NOTE = (
+    "diskcache-rs's add and incr are a get then a set in Python under a thread lock: they\n"
+    "  are not atomic across processes (concurrent incr calls lose counts and can even\n"
+    "  restart the counter), so these rows compare against a weaker operation"
+)
 
 
 def target_for(op: str) -> float | None:
@@ -157,20 +178,48 @@ def scenarios(n: int, n_big: int) -> list[Scenario]:
     return out
 
 
+def run_one(module: Any, impl_name: str, scenario: Scenario) -> tuple[dict[str, float], Any]:
+    """Time the scenario on a fresh cache; return the summary and one more call's result."""
+    directory = tempfile.mkdtemp(prefix=f"bench-{impl_name}-")
+    cache = module.Cache(directory)
+    try:
+        fn = scenario.build(cache)
+        samples = time_each(fn, scenario.iterations, scenario.warmup)
+        return summarize(samples), fn(scenario.iterations)
+    finally:
+        cache.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def run_pair(scenario: Scenario) -> dict[str, Any]:
+    """Time one scenario on python-diskcache, oxide and (where it applies) diskcache-rs."""
     result: dict[str, Any] = {"op": scenario.name}
-    for impl_name, module in (("diskcache", diskcache), ("oxide", diskcache_oxide)):
-        directory = tempfile.mkdtemp(prefix=f"bench-{impl_name}-")
-        cache = module.Cache(directory)
-        try:
-            fn = scenario.build(cache)
-            samples = time_each(fn, scenario.iterations, scenario.warmup)
-            result[impl_name] = summarize(samples)
-        finally:
-            cache.close()
-            shutil.rmtree(directory, ignore_errors=True)
+    result["diskcache"], expected = run_one(diskcache, "diskcache", scenario)
+    result["oxide"], _ = run_one(diskcache_oxide, "oxide", scenario)
     result["ratio"] = result["diskcache"]["median_us"] / result["oxide"]["median_us"]
     result["target"] = target_for(scenario.name)
+    rs: dict[str, float] | None = None
+    note = None
+    if diskcache_rs is None:
+        note = "diskcache-rs is not installed"
+    else:
+        try:
+            rs, got = run_one(diskcache_rs, "diskcache-rs", scenario)
+            if got != expected:
+                rs = None
+                note = f"returned {short(got)} where python-diskcache returned {short(expected)}"
+        except Exception as exc:  # shown as n/a with the reason
+            note = f"{type(exc).__name__}: {exc}"
+    if rs is not None and scenario.name.startswith(RS_WEAKER):
+        note = "weaker: not atomic across processes"
+    result["diskcache_rs"] = rs
+    result["ratio_rs"] = rs["median_us"] / result["oxide"]["median_us"] if rs else None
+    result["diskcache_rs_note"] = note
     return result
 
 
@@ -239,24 +288,40 @@ def run_batches(n_batches: int, batch: int) -> list[dict[str, Any]]:
 
 
 def print_table(rows: list[dict[str, Any]], batches: list[dict[str, Any]]) -> None:
-    head = (
-        f"{'operation':<24}{'diskcache med':>14}{'p99':>10}{'oxide med':>12}{'p99':>10}"
-        f"{'ratio':>9}{'target':>9}  "
-    )
+    impls = f"{'python-diskcache':>17}{'diskcache_oxide':>17}{'diskcache-rs':>17}"
+    print(f"{'':<20}{impls}{'oxide faster by':>26}")
+    head = f"{'operation':<20}" + f"{'median':>8}{'p99':>9}" * 3
+    head += f"{'vs dc':>8}{'target':>13}{'vs rs':>8}"
     print(head)
     print("-" * len(head))
+    why: dict[str, list[str]] = {}
     for row in rows:
-        d, o = row["diskcache"], row["oxide"]
+        d, o, r = row["diskcache"], row["oxide"], row["diskcache_rs"]
         target = row["target"]
         verdict = ""
         if target is not None:
             verdict = "ok" if row["ratio"] >= target else "BELOW"
-        target_text = f">={target:g}x" if target is not None else "-"
+        target_text = f">={target:g}x {verdict}" if target is not None else "-"
+        op = row["op"]
+        if r is not None and op.startswith(RS_WEAKER):
+            op += " *"
+        elif r is None:
+            why.setdefault(row["diskcache_rs_note"], []).append(row["op"])
+        rs_cells = f"{r['median_us']:>8.1f}{r['p99_us']:>9.1f}" if r else f"{'n/a':>8}{'n/a':>9}"
+        rs_ratio = f"{row['ratio_rs']:>7.2f}x" if r else f"{'n/a':>8}"
         print(
-            f"{row['op']:<24}{d['median_us']:>12.1f}us{d['p99_us']:>8.1f}us"
-            f"{o['median_us']:>10.1f}us{o['p99_us']:>8.1f}us"
-            f"{row['ratio']:>8.2f}x{target_text:>9}  {verdict}"
+            f"{op:<20}{d['median_us']:>8.1f}{d['p99_us']:>9.1f}{o['median_us']:>8.1f}"
+            f"{o['p99_us']:>9.1f}{rs_cells}{row['ratio']:>7.2f}x{target_text:>13}{rs_ratio}"
         )
+    print(
+        "\nTimes in microseconds. vs dc = python-diskcache median / oxide median (target:"
+        " against\npython-diskcache); vs rs = diskcache-rs median / oxide median (no target)."
+    )
+    if any(row["diskcache_rs"] is not None and row["op"].startswith(RS_WEAKER) for row in rows):
+        print(f"* {RS_WEAKER_NOTE}.")
+    for note, ops in why.items():
+        which = "all operations" if len(ops) == len(rows) else ", ".join(ops)
+        print(f"n/a ({which}): {note}.")
     print()
     print("diskcache_oxide batch calls, cost per item (median):")
     for b in batches:
@@ -274,11 +339,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     n, n_big, n_batches = (500, 20, 20) if args.quick else (3000, 100, 200)
+    rs_version = diskcache_rs.__version__ if diskcache_rs is not None else None
     print(
-        f"python-diskcache {diskcache.__version__} vs diskcache_oxide "
-        f"{getattr(diskcache_oxide, '__version__', '?')} | Python {platform.python_version()} "
-        f"| {platform.machine()} {os.cpu_count()} cpu | {n} iterations "
-        f"({n_big} for 1 MB values)\n"
+        f"diskcache_oxide {getattr(diskcache_oxide, '__version__', '?')} vs python-diskcache "
+        f"{diskcache.__version__} and diskcache-rs {rs_version or '(not installed, skipped)'}"
+        f"\nPython {platform.python_version()} | {platform.machine()} {os.cpu_count()} cpu "
+        f"| {n} iterations ({n_big} for 1 MB values)\n"
     )
     started = time.perf_counter()
     rows = [run_pair(s) for s in scenarios(n, n_big)]
@@ -299,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": os.cpu_count(),
         "diskcache_version": diskcache.__version__,
         "oxide_version": getattr(diskcache_oxide, "__version__", None),
+        "diskcache_rs_version": rs_version,
         "iterations": {"small": n, "1MB": n_big, "batches": n_batches},
         "results": rows,
         "batches": batches,

@@ -1,4 +1,5 @@
-"""Queue benchmark: diskcache_oxide beside python-diskcache 5.6.3 (and litequeue, persist-queue).
+"""Queue benchmark: diskcache_oxide beside python-diskcache 5.6.3 (and diskcache-rs, litequeue,
+persist-queue).
 
 Everything runs in one invocation, on this machine, each library in its own fresh temporary
 directory with its default settings (diskcache_oxide's queue cache with
@@ -16,12 +17,20 @@ directory with its default settings (diskcache_oxide's queue cache with
 4. latency from a push in one process to a ``pull(timeout=...)`` blocked in another
    (python-diskcache has no blocking pull: its row is a ``pull()`` loop sleeping 1 ms).
 
+diskcache-rs (pinned in requirements-dev.txt) has python-diskcache's ``Cache.push``, ``pull``
+and ``peek``, so it appears in 1 and in the single-item drains of 3. It has no batch pull, no
+lease (take/finish) and no blocking pull, so it is absent from 2, 4 and the batched drains.
+Its push and pull keep their counters in ordinary keys updated under a thread lock, so they
+are not atomic across processes: its multi-process drains can lose or repeat items, which
+the drain table counts (that is a property of diskcache-rs, not a bench failure).
+
 Targets, printed beside the numbers: push/pull/peek >= 3x python-diskcache; a single-item
 drain by 4 workers >= 2x python-diskcache; a batched drain by 4 workers >= 100,000 items/s.
 
-Setup (litequeue and persist-queue are optional; their rows are skipped if not installed)::
+Setup (diskcache-rs, litequeue and persist-queue are optional; their rows are skipped if not
+installed)::
 
-    .venv/bin/pip install litequeue persist-queue
+    .venv/bin/pip install diskcache-rs==0.4.10 litequeue persist-queue
     .venv/bin/python benches/bench_queue.py            # full run (a few minutes)
     .venv/bin/python benches/bench_queue.py --quick    # a short smoke run
 
@@ -54,6 +63,10 @@ try:
 except ImportError:  # pragma: no cover - explained to the user
     sys.exit("diskcache_oxide is not importable: build it first (`make build`)")
 
+try:
+    import diskcache_rs
+except ImportError:  # pragma: no cover - optional
+    diskcache_rs = None
 try:
     import litequeue
 except ImportError:  # pragma: no cover - optional
@@ -181,6 +194,30 @@ class DiskCache(Adapter):
         self.cache.close()
 
 
+class DiskCacheRs(Adapter):
+    """diskcache-rs: python-diskcache's push/pull/peek calls; no batch pull, no transaction
+    across processes (its ``transact()`` is a thread lock)."""
+
+    name = "diskcache-rs"
+    has_batch = False
+
+    def __init__(self, directory: str) -> None:
+        super().__init__(directory)
+        self.cache = diskcache_rs.Cache(directory, timeout=60, eviction_policy="none")
+
+    def push(self, value: str) -> Any:
+        return self.cache.push(value, prefix=PREFIX)
+
+    def pull(self) -> Any:
+        return self.cache.pull(prefix=PREFIX, retry=True)[1]
+
+    def peek(self) -> Any:
+        return self.cache.peek(prefix=PREFIX)[1]
+
+    def close(self) -> None:
+        self.cache.close()
+
+
 class LiteQueue(Adapter):
     name = "litequeue"
     has_batch = False
@@ -243,6 +280,8 @@ class PersistQueue(Adapter):
 
 
 ADAPTERS: dict[str, type[Adapter]] = {"diskcache": DiskCache, "oxide": Oxide}
+if diskcache_rs is not None:
+    ADAPTERS["diskcache-rs"] = DiskCacheRs
 if litequeue is not None:
     ADAPTERS["litequeue"] = LiteQueue
 if persistqueue is not None:
@@ -308,7 +347,7 @@ def bench_latency(n: int) -> dict[str, dict[str, Any]]:
                 time_each(lambda i, q=q, got=got: got.append(q.pull()), n)
             )
             numbers = [number(v) for v in got]
-            if name in ("oxide", "diskcache"):
+            if name in ("oxide", "diskcache", "diskcache-rs"):
                 assert numbers == list(range(n)), f"{name}: pull order"
             else:  # litequeue orders by uuid7, random within a millisecond
                 assert sorted(numbers) == list(range(n)), f"{name}: pulled items"
@@ -670,18 +709,23 @@ def main(argv: list[str] | None = None) -> int:
         n, n_jobs, drain_main, drain_other, wake = 2000, 1000, 20_000, 5_000, 50
     else:
         n, n_jobs, drain_main, drain_other, wake = 10_000, 5000, 100_000, 20_000, 200
-    optional = (("litequeue", litequeue), ("persist-queue", persistqueue))
+    optional = (
+        ("diskcache-rs", diskcache_rs),
+        ("litequeue", litequeue),
+        ("persist-queue", persistqueue),
+    )
     missing = [lib for lib, mod in optional if mod is None]
     print(
         f"diskcache_oxide {diskcache_oxide.__version__} | python-diskcache {diskcache.__version__}"
+        + (f" | diskcache-rs {_version('diskcache-rs')}" if diskcache_rs else "")
         + (f" | litequeue {_version('litequeue')}" if litequeue else "")
         + (f" | persist-queue {_version('persist-queue')}" if persistqueue else "")
         + f"\nPython {platform.python_version()} | {platform.machine()} {os.cpu_count()} cpu"
         + f" | {n} calls per latency row, {n_jobs} jobs, drains of {drain_main:,} items"
-        + f" ({drain_other:,} for litequeue and persist-queue), {wake} wake-up samples"
+        + f" ({drain_other:,} for the others), {wake} wake-up samples"
     )
     if missing:
-        print(f"not installed, skipped: {', '.join(missing)} (pip install litequeue persist-queue)")
+        print(f"not installed, skipped: {', '.join(missing)} (see this script's header)")
     print()
     started = time.perf_counter()
     report: dict[str, Any] = {
@@ -692,6 +736,7 @@ def main(argv: list[str] | None = None) -> int:
         "versions": {
             "diskcache_oxide": diskcache_oxide.__version__,
             "diskcache": diskcache.__version__,
+            "diskcache-rs": _version("diskcache-rs") if diskcache_rs else None,
             "litequeue": _version("litequeue") if litequeue else None,
             "persist-queue": _version("persist-queue") if persistqueue else None,
         },
