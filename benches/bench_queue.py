@@ -45,6 +45,7 @@ import json
 import multiprocessing
 import os
 import platform
+import queue
 import random
 import shutil
 import statistics
@@ -462,6 +463,26 @@ def drain_worker(
     results.put((index, start, end, got, error))
 
 
+def collect(results: Any, procs: list[Any], timeout: float) -> list[Any]:
+    """One report per worker; a worker that died without reporting (diskcache-rs's workers
+    have crashed here) counts as a failed run instead of stalling the bench until `timeout`."""
+    reports: list[Any] = []
+    deadline = time.monotonic() + timeout
+    while len(reports) < len(procs):
+        try:
+            reports.append(results.get(timeout=0.5))
+            continue
+        except queue.Empty:
+            pass
+        crashed = [p for p in procs if p.exitcode not in (None, 0)]
+        if crashed or time.monotonic() > deadline:
+            now = time.monotonic()
+            why = f"worker exit codes {[p.exitcode for p in procs]}" if crashed else "timed out"
+            missing = len(procs) - len(reports)
+            reports += [(-1, now, now, [], f"no report: {why}")] * missing
+    return reports
+
+
 def bench_drain(name: str, count: int, workers: int, batch: int) -> dict[str, Any]:
     directory = fresh_dir(f"drain-{name}")
     try:
@@ -476,7 +497,7 @@ def bench_drain(name: str, count: int, workers: int, batch: int) -> dict[str, An
         ]
         for p in procs:
             p.start()
-        reports = [results.get(timeout=900) for _ in procs]
+        reports = collect(results, procs, timeout=900)
         for p in procs:
             p.join(60)
             if p.is_alive():

@@ -146,6 +146,18 @@ unsafe extern "C" fn after_commit(
             );
         }
     }
+    // SQLite's own hook checkpoints after every commit once the WAL holds 1,000 frames, even
+    // when all but a few were copied back already: with readers that keep the WAL from
+    // restarting, that is two fsyncs per commit. Checkpoint once 1,000 frames are new.
+    // SAFETY: the hook's connection is open; the WAL index's first region is mapped once the
+    // connection has committed, and `nBackfill` follows the two 48-byte header copies.
+    let backfilled = unsafe { crate::recent::wal_index(db) }
+        .map(|region| unsafe { std::ptr::read_volatile(region.add(96).cast::<u32>()) });
+    if let Some(done) = backfilled {
+        if (frames as u32).saturating_sub(done) < CHECKPOINT_FRAMES as u32 {
+            return ffi::SQLITE_OK;
+        }
+    }
     // SAFETY: as above. A checkpoint that fails is retried after a later commit; it never
     // fails the commit that has already happened.
     unsafe {

@@ -42,33 +42,43 @@ struct Header(*const [u8; HEADER]);
 // mapping lives as long as the connection, which moves with it.
 unsafe impl Send for Header {}
 
+/// The first region of a connection's WAL index (`-shm`), as SQLite's VFS mapped it, or `None`
+/// before it is mapped.
+///
+/// # Safety
+/// `db` must be an open connection; the pointer is valid while it stays open.
+pub(crate) unsafe fn wal_index(db: *mut ffi::sqlite3) -> Option<*const u8> {
+    // SAFETY: per the contract; we only ask SQLite's own VFS for the first shared-memory region
+    // this connection already mapped (bExtend = 0).
+    unsafe {
+        let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
+        let rc = ffi::sqlite3_file_control(
+            db,
+            c"main".as_ptr(),
+            ffi::SQLITE_FCNTL_FILE_POINTER,
+            (&mut file as *mut *mut ffi::sqlite3_file).cast::<c_void>(),
+        );
+        if rc != ffi::SQLITE_OK || file.is_null() || (*file).pMethods.is_null() {
+            return None;
+        }
+        let methods = &*(*file).pMethods;
+        let map = if methods.iVersion >= 2 {
+            methods.xShmMap?
+        } else {
+            return None;
+        };
+        let mut region: *mut c_void = std::ptr::null_mut();
+        if map(file, 0, 32 * 1024, 0, &mut region) != ffi::SQLITE_OK || region.is_null() {
+            return None;
+        }
+        Some(region as *const u8)
+    }
+}
+
 impl Header {
     fn map(db: &Connection) -> Option<Header> {
-        // SAFETY: the handle is valid for the connection's life; we only ask SQLite's own VFS for
-        // the first shared-memory region this connection already mapped (bExtend = 0).
-        unsafe {
-            let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
-            let rc = ffi::sqlite3_file_control(
-                db.handle(),
-                c"main".as_ptr(),
-                ffi::SQLITE_FCNTL_FILE_POINTER,
-                (&mut file as *mut *mut ffi::sqlite3_file).cast::<c_void>(),
-            );
-            if rc != ffi::SQLITE_OK || file.is_null() || (*file).pMethods.is_null() {
-                return None;
-            }
-            let methods = &*(*file).pMethods;
-            let map = if methods.iVersion >= 2 {
-                methods.xShmMap?
-            } else {
-                return None;
-            };
-            let mut region: *mut c_void = std::ptr::null_mut();
-            if map(file, 0, 32 * 1024, 0, &mut region) != ffi::SQLITE_OK || region.is_null() {
-                return None;
-            }
-            Some(Header(region as *const [u8; HEADER]))
-        }
+        // SAFETY: the handle is valid for the connection's life, and so is the mapping.
+        unsafe { wal_index(db.handle()) }.map(|p| Header(p as *const [u8; HEADER]))
     }
 
     fn read(&self) -> [u8; HEADER] {
