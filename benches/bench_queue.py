@@ -130,13 +130,14 @@ class Adapter:
     has_batch = True
 
 
-class Oxide(Adapter):
-    name = "oxide"
-    batch_note = "pull_many(100)"
+class CacheQueue(Adapter):
+    """A library with python-diskcache's ``push``/``pull``/``peek`` on a ``Cache`` (``module``)."""
+
+    module: Any = None
 
     def __init__(self, directory: str) -> None:
         super().__init__(directory)
-        self.cache = diskcache_oxide.Cache(directory, timeout=60, eviction_policy="none")
+        self.cache = self.module.Cache(directory, timeout=60, eviction_policy="none")
 
     def push(self, value: str) -> Any:
         return self.cache.push(value, prefix=PREFIX)
@@ -146,6 +147,15 @@ class Oxide(Adapter):
 
     def peek(self) -> Any:
         return self.cache.peek(prefix=PREFIX)[1]
+
+    def close(self) -> None:
+        self.cache.close()
+
+
+class Oxide(CacheQueue):
+    name = "oxide"
+    batch_note = "pull_many(100)"
+    module = diskcache_oxide
 
     def pull_batch(self, n: int) -> list[Any]:
         return [v for _, v in self.cache.pull_many(n, prefix=PREFIX, retry=True)]
@@ -154,26 +164,11 @@ class Oxide(Adapter):
         for start in range(0, len(values), 1000):
             self.cache.push_many(values[start : start + 1000], prefix=PREFIX)
 
-    def close(self) -> None:
-        self.cache.close()
 
-
-class DiskCache(Adapter):
+class DiskCache(CacheQueue):
     name = "diskcache"
     batch_note = "100 pulls in one transact()"
-
-    def __init__(self, directory: str) -> None:
-        super().__init__(directory)
-        self.cache = diskcache.Cache(directory, timeout=60, eviction_policy="none")
-
-    def push(self, value: str) -> Any:
-        return self.cache.push(value, prefix=PREFIX)
-
-    def pull(self) -> Any:
-        return self.cache.pull(prefix=PREFIX, retry=True)[1]
-
-    def peek(self) -> Any:
-        return self.cache.peek(prefix=PREFIX)[1]
+    module = diskcache
 
     def pull_batch(self, n: int) -> list[Any]:
         out = []
@@ -191,32 +186,14 @@ class DiskCache(Adapter):
                 for value in values[start : start + 1000]:
                     self.cache.push(value, prefix=PREFIX)
 
-    def close(self) -> None:
-        self.cache.close()
 
-
-class DiskCacheRs(Adapter):
+class DiskCacheRs(CacheQueue):
     """diskcache-rs: python-diskcache's push/pull/peek calls; no batch pull, no transaction
     across processes (its ``transact()`` is a thread lock)."""
 
     name = "diskcache-rs"
     has_batch = False
-
-    def __init__(self, directory: str) -> None:
-        super().__init__(directory)
-        self.cache = diskcache_rs.Cache(directory, timeout=60, eviction_policy="none")
-
-    def push(self, value: str) -> Any:
-        return self.cache.push(value, prefix=PREFIX)
-
-    def pull(self) -> Any:
-        return self.cache.pull(prefix=PREFIX, retry=True)[1]
-
-    def peek(self) -> Any:
-        return self.cache.peek(prefix=PREFIX)[1]
-
-    def close(self) -> None:
-        self.cache.close()
+    module = diskcache_rs
 
 
 class LiteQueue(Adapter):

@@ -77,3 +77,35 @@ def make_cache(dc: Any, tmp_path: Any) -> Iterator[Callable[..., Any]]:
 @pytest.fixture
 def cache(make_cache: Callable[..., Any]) -> Any:
     return make_cache()
+
+
+@pytest.fixture
+def tmpfs() -> Iterator[Callable[[str], str]]:
+    """Mount small tmpfs file systems (``tmpfs("512k")`` returns the mount point), unmounted
+    after the test. Skips where mounting is not possible (it needs root)."""
+    import subprocess
+    import uuid
+
+    mounts: list[str] = []
+
+    def mount(size: str) -> str:
+        if os.geteuid() != 0:
+            pytest.skip("mounting a tmpfs needs root")
+        point = f"/tmp/dco-tmpfs-{uuid.uuid4().hex}"
+        os.mkdir(point)
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", point],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            os.rmdir(point)
+            pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.strip()}")
+        mounts.append(point)
+        return point
+
+    yield mount
+    for point in mounts:
+        subprocess.run(["umount", "-l", point], check=False)
+        os.rmdir(point)

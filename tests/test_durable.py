@@ -8,8 +8,7 @@ import os
 import pickle
 import sqlite3
 import subprocess
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import diskcache_oxide as dco
@@ -127,25 +126,8 @@ def test_bad_arguments_still_raise(directory: str) -> None:
 
 
 @pytest.fixture
-def small_tmpfs() -> Iterator[str]:
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    mount = f"/tmp/dco-full-{uuid.uuid4().hex}"
-    os.mkdir(mount)
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", mount],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        os.rmdir(mount)
-        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", mount], check=False)
-        os.rmdir(mount)
+def small_tmpfs(tmpfs: Callable[[str], str]) -> str:
+    return tmpfs("512k")
 
 
 def test_full_disk_is_a_miss(small_tmpfs: str, caplog: pytest.LogCaptureFixture) -> None:

@@ -1,9 +1,9 @@
 """Faults (issue 6, section 2): a full disk, files deleted behind the cache's back, and a
 damaged write-ahead log. Each gives a clear error or a consistent cache, never a crash.
 
-Covered elsewhere: a read-only file system and a directory without permissions
-(``test_caches.py``, ``test_durable.py``, ``test_read_only.py``), a corrupt database
-header (``test_caches.py``, ``test_edges.py``).
+Covered elsewhere: a full disk under a ``durable=True`` handle, a read-only file system and a
+directory without permissions (``test_durable.py``, ``test_caches.py``, ``test_read_only.py``),
+a corrupt database header (``test_caches.py``, ``test_edges.py``).
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ import os
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import diskcache_oxide as dco
@@ -32,25 +31,8 @@ def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 @pytest.fixture
-def small_disk() -> Iterator[str]:
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    mount = f"/tmp/dco-faults-{uuid.uuid4().hex}"
-    os.mkdir(mount)
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", mount],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        os.rmdir(mount)
-        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", mount], check=False)
-        os.rmdir(mount)
+def small_disk(tmpfs: Callable[[str], str]) -> str:
+    return tmpfs("2m")
 
 
 def fill(mount: str) -> str:
@@ -112,20 +94,6 @@ def test_full_disk_raises_clearly_keeps_reads_and_recovers(small_disk: str) -> N
     assert cache.check() == []
     for key, value in acknowledged.items():
         assert reader.get(key) == value
-
-
-def test_full_disk_durable_handle_misses(small_disk: str, caplog: pytest.LogCaptureFixture) -> None:
-    cache = dco.Cache(os.path.join(small_disk, "c"), durable=True)
-    cache.set("kept", 1)
-    ballast = fill(small_disk)
-    caplog.set_level(logging.WARNING, logger="diskcache_oxide")
-    results = [cache.set(f"k{i}", os.urandom(2000)) for i in range(200)]
-    assert False in results
-    assert cache.push(os.urandom(50_000)) is None
-    assert cache.get("kept") == 1
-    assert any("full" in m or "No space left" in m for m in warnings_of(caplog))
-    os.remove(ballast)
-    assert cache.set("after", 2) is True
 
 
 # -------------------------------------------------------------- files deleted behind its back

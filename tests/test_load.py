@@ -286,13 +286,45 @@ def test_the_wal_stays_bounded_while_processes_read_and_write(tmp_path: Path, dc
 # ------------------------------------------------------------------------------- threads
 
 
-def run_threads(body: Any, seconds: float) -> list[str]:
-    """Run ``body(index, deadline, errors)`` in ``THREADS`` daemon threads; fail (with every
-    thread's stack) if any is still running 30 s after the deadline."""
+class Thread:
+    """What one thread of a thread test has: its index, its random numbers, its count of calls
+    so far, the calls it made by kind, and a way to report a problem."""
+
+    def __init__(self, index: int, errors: list[str], lock: threading.Lock) -> None:
+        self.index = index
+        self.rng = random.Random(index)
+        self.n = 0
+        self.ops: collections.Counter[str] = collections.Counter()
+        self._errors = errors
+        self._lock = lock
+
+    def report(self, problem: str) -> None:
+        with self._lock:
+            self._errors.append(f"thread {self.index}: {problem}")
+
+
+def run_threads(step: Any, seconds: float) -> tuple[list[str], collections.Counter[str]]:
+    """Call ``step(thread)`` over and over in ``THREADS`` daemon threads for ``seconds``; an
+    exception is reported, not fatal. Returns the problems and the calls made by kind. Fails
+    (with every thread's stack) if a thread is still running 30 s after the deadline."""
     errors: list[str] = []
+    lock = threading.Lock()
+    ops: collections.Counter[str] = collections.Counter()
     deadline = time.monotonic() + seconds
+
+    def body(index: int) -> None:
+        me = Thread(index, errors, lock)
+        while time.monotonic() < deadline and len(errors) <= 50:
+            me.n += 1
+            try:
+                step(me)
+            except Exception as exc:
+                me.report(repr(exc))
+        with lock:
+            ops.update(me.ops)
+
     threads = [
-        threading.Thread(target=body, args=(i, deadline, errors), daemon=True, name=f"load-{i}")
+        threading.Thread(target=body, args=(i,), daemon=True, name=f"load-{i}")
         for i in range(THREADS)
     ]
     for t in threads:
@@ -308,7 +340,36 @@ def run_threads(body: Any, seconds: float) -> list[str]:
             if t.ident in frames
         )
         pytest.fail(f"{len(stuck)} threads deadlocked (still running 30 s late):\n{stacks}")
-    return errors
+    return errors, ops
+
+
+def move_and_check(cache: Any, me: Thread, r: float, move_below: float, read_below: float) -> bool:
+    """The two-counter invariant under ``transact()``: below ``move_below`` move some of the
+    total from one counter to the other, below ``read_below`` read both in one snapshot.
+    Returns whether it made a call."""
+    if r < move_below:
+        move = me.rng.randrange(-50, 51)
+        with cache.transact():
+            a, b = cache.get("a"), cache.get("b")
+            assert cache.set("a", a - move) is not False and cache.set("b", b + move) is not False
+        me.ops["tx_move"] += 1
+    elif r < read_below:
+        with cache.transact():
+            a, b = cache.get("a"), cache.get("b")
+        if a + b != TOTAL:
+            me.report(f"a + b = {a} + {b} inside transact()")
+        me.ops["tx_read"] += 1
+    else:
+        return False
+    return True
+
+
+def get_and_check(cache: Any, me: Thread) -> None:
+    key = me.rng.choice(("a", "b", f"big{me.rng.randrange(THREADS)}", f"k{me.n % 50}"))
+    value = cache.get(key)
+    if key.startswith("big") and (problem := check_big(value, int(key[3:]))):
+        me.report(f"{key}: {problem}")
+    me.ops["get"] += 1
 
 
 TOTAL = 1_000_000  # what the two counters hold together
@@ -326,80 +387,48 @@ def test_threads_share_one_handle(tmp_path: Path, dc: Any) -> None:
     cache = dc.Cache(str(tmp_path / "cache"))
     cache.set("a", TOTAL)
     cache.set("b", 0)
-    lock = threading.Lock()
     incrs = [0] * THREADS
     big_writes = [0] * THREADS
     pushed: list[list[str]] = [[] for _ in range(THREADS)]
     pulled: list[list[str]] = [[] for _ in range(THREADS)]
-    ops: collections.Counter[str] = collections.Counter()
 
-    def body(i: int, deadline: float, errors: list[str]) -> None:
-        rng = random.Random(i)
-        mine: collections.Counter[str] = collections.Counter()
-        n = 0
-        while time.monotonic() < deadline:
-            r = rng.random()
-            n += 1
-            try:
-                if r < 0.12:  # move some of the total between the two counters
-                    move = rng.randrange(-50, 51)
-                    with cache.transact():
-                        a, b = cache.get("a"), cache.get("b")
-                        cache.set("a", a - move)
-                        cache.set("b", b + move)
-                    mine["tx_move"] += 1
-                elif r < 0.17:  # a consistent snapshot inside a transaction
-                    with cache.transact():
-                        a, b = cache.get("a"), cache.get("b")
-                    if a + b != TOTAL:
-                        with lock:
-                            errors.append(f"thread {i}: a + b = {a} + {b} inside transact()")
-                    mine["tx_read"] += 1
-                elif r < 0.20:  # a transaction that writes a value file
-                    with cache.transact():
-                        cache.set(f"big{i}", support.payload(n * 100 + i, 40_000 + n % 1000))
-                        cache.incr(f"bigcount{i}")
-                    big_writes[i] += 1
-                    mine["tx_file"] += 1
-                elif r < 0.45:
-                    key = rng.choice(("a", "b", f"big{rng.randrange(THREADS)}", f"k{n % 50}"))
-                    value = cache.get(key)
-                    if key.startswith("big") and (problem := check_big(value, int(key[3:]))):
-                        with lock:
-                            errors.append(f"thread {i}: {key}: {problem}")
-                    mine["get"] += 1
-                elif r < 0.57:
-                    cache.set(f"k{rng.randrange(50)}", "x" * rng.randrange(1, 3000))
-                    mine["set"] += 1
-                elif r < 0.62:
-                    cache.delete(f"k{rng.randrange(50)}")
-                    mine["delete"] += 1
-                elif r < 0.67:
-                    cache.add(f"k{rng.randrange(50)}", n)
-                    mine["add"] += 1
-                elif r < 0.77:
-                    cache.incr("hits")
-                    incrs[i] += 1
-                    mine["incr"] += 1
-                elif r < 0.88:
-                    item = f"{i}:{n}"
-                    cache.push(item, prefix="t")
-                    pushed[i].append(item)
-                    mine["push"] += 1
-                else:
-                    key, item = cache.pull(prefix="t", timeout=0.05)
-                    if key is not None:
-                        pulled[i].append(item)
-                    mine["pull"] += 1
-            except Exception as exc:
-                with lock:
-                    errors.append(f"thread {i}: {exc!r}")
-                    if len(errors) > 50:
-                        return
-        with lock:
-            ops.update(mine)
+    def step(me: Thread) -> None:
+        i, n, rng, r = me.index, me.n, me.rng, me.rng.random()
+        if move_and_check(cache, me, r, 0.12, 0.17):
+            pass
+        elif r < 0.20:  # a transaction that writes a value file
+            with cache.transact():
+                cache.set(f"big{i}", support.payload(n * 100 + i, 40_000 + n % 1000))
+                cache.incr(f"bigcount{i}")
+            big_writes[i] += 1
+            me.ops["tx_file"] += 1
+        elif r < 0.45:
+            get_and_check(cache, me)
+        elif r < 0.57:
+            cache.set(f"k{rng.randrange(50)}", "x" * rng.randrange(1, 3000))
+            me.ops["set"] += 1
+        elif r < 0.62:
+            cache.delete(f"k{rng.randrange(50)}")
+            me.ops["delete"] += 1
+        elif r < 0.67:
+            cache.add(f"k{rng.randrange(50)}", n)
+            me.ops["add"] += 1
+        elif r < 0.77:
+            cache.incr("hits")
+            incrs[i] += 1
+            me.ops["incr"] += 1
+        elif r < 0.88:
+            item = f"{i}:{n}"
+            cache.push(item, prefix="t")
+            pushed[i].append(item)
+            me.ops["push"] += 1
+        else:
+            key, item = cache.pull(prefix="t", timeout=0.05)
+            if key is not None:
+                pulled[i].append(item)
+            me.ops["pull"] += 1
 
-    errors = run_threads(body, THREAD_SECONDS)
+    errors, ops = run_threads(step, THREAD_SECONDS)
     try:
         print(f"\nthreads on one Cache handle: {dict(ops)}")
         assert errors == [], "\n".join(errors[:20])
@@ -426,67 +455,34 @@ def test_threads_share_one_fanout_handle(tmp_path: Path, dc: Any) -> None:
     ``transact()`` locks every shard, so the two counters may sit on different shards."""
     cache = dc.FanoutCache(str(tmp_path / "fanout"), shards=4)
     assert cache.set("a", TOTAL, retry=True) and cache.set("b", 0, retry=True)
-    lock = threading.Lock()
     incrs = [0] * THREADS
-    ops: collections.Counter[str] = collections.Counter()
 
-    def body(i: int, deadline: float, errors: list[str]) -> None:
-        rng = random.Random(i)
-        mine: collections.Counter[str] = collections.Counter()
-        n = 0
-        while time.monotonic() < deadline:
-            r = rng.random()
-            n += 1
-            try:
-                if r < 0.10:
-                    move = rng.randrange(-50, 51)
-                    with cache.transact():
-                        a, b = cache.get("a"), cache.get("b")
-                        assert cache.set("a", a - move) and cache.set("b", b + move)
-                    mine["tx_move"] += 1
-                elif r < 0.15:
-                    with cache.transact():
-                        a, b = cache.get("a"), cache.get("b")
-                    if a + b != TOTAL:
-                        with lock:
-                            errors.append(f"thread {i}: a + b = {a} + {b} inside transact()")
-                    mine["tx_read"] += 1
-                elif r < 0.18:
-                    with cache.transact():
-                        value = support.payload(n * 100 + i, 40_000)
-                        assert cache.set(f"big{i}", value)
-                    mine["tx_file"] += 1
-                elif r < 0.50:
-                    key = rng.choice(("a", "b", f"big{rng.randrange(THREADS)}", f"k{n % 50}"))
-                    value = cache.get(key)
-                    if key.startswith("big") and (problem := check_big(value, int(key[3:]))):
-                        with lock:
-                            errors.append(f"thread {i}: {key}: {problem}")
-                    mine["get"] += 1
-                elif r < 0.70:
-                    done = cache.set(f"k{rng.randrange(50)}", "x" * rng.randrange(1, 3000))
-                    mine["set" if done else "set_locked"] += 1
-                elif r < 0.75:
-                    cache.delete(f"k{rng.randrange(50)}")
-                    mine["delete"] += 1
-                elif r < 0.80:
-                    cache.add(f"k{rng.randrange(50)}", n)
-                    mine["add"] += 1
-                else:
-                    if cache.incr("hits") is not None:
-                        incrs[i] += 1
-                        mine["incr"] += 1
-                    else:
-                        mine["incr_locked"] += 1
-            except Exception as exc:
-                with lock:
-                    errors.append(f"thread {i}: {exc!r}")
-                    if len(errors) > 50:
-                        return
-        with lock:
-            ops.update(mine)
+    def step(me: Thread) -> None:
+        i, n, rng, r = me.index, me.n, me.rng, me.rng.random()
+        if move_and_check(cache, me, r, 0.10, 0.15):
+            pass
+        elif r < 0.18:
+            with cache.transact():
+                assert cache.set(f"big{i}", support.payload(n * 100 + i, 40_000))
+            me.ops["tx_file"] += 1
+        elif r < 0.50:
+            get_and_check(cache, me)
+        elif r < 0.70:
+            done = cache.set(f"k{rng.randrange(50)}", "x" * rng.randrange(1, 3000))
+            me.ops["set" if done else "set_locked"] += 1
+        elif r < 0.75:
+            cache.delete(f"k{rng.randrange(50)}")
+            me.ops["delete"] += 1
+        elif r < 0.80:
+            cache.add(f"k{rng.randrange(50)}", n)
+            me.ops["add"] += 1
+        elif cache.incr("hits") is not None:
+            incrs[i] += 1
+            me.ops["incr"] += 1
+        else:
+            me.ops["incr_locked"] += 1
 
-    errors = run_threads(body, THREAD_SECONDS)
+    errors, ops = run_threads(step, THREAD_SECONDS)
     try:
         print(f"\nthreads on one FanoutCache handle: {dict(ops)}")
         assert errors == [], "\n".join(errors[:20])
