@@ -269,8 +269,6 @@ def test_fanout_example(tmp_path: Path) -> None:
     """The FanoutCache block, with its two /var/lib paths moved under tmp_path."""
     import diskcache_oxide
 
-    if not hasattr(diskcache_oxide, "FanoutCache"):
-        pytest.skip("diskcache_oxide has no FanoutCache yet (README: planned)")
     code = FANOUT.code.replace("/var/lib/my-app", str(tmp_path / "my-app"))
     namespace: dict[str, Any] = {
         "Cache": diskcache_oxide.Cache,
