@@ -104,3 +104,60 @@ def test_timeout_between_threads_of_one_process(make_cache, dc):
         t.join(60)
     other.set("y", 2)
     assert other["x"] == 1 and other["y"] == 2
+
+
+@pytest.mark.parametrize("call", ["clear", "expire", "evict", "cull"])
+def test_batch_removals_time_out_with_their_count(holder, dc, call):
+    """python-diskcache raises ``Timeout(count)`` from its batch removals: ``args[0]`` is how
+    many entries went before the lock timed out (here none: the lock is held throughout)."""
+    cache, release, proc = holder
+    try:
+        args = {"evict": ("t",), "expire": (), "clear": (), "cull": ()}[call]
+        with pytest.raises(dc.Timeout) as info:
+            if call == "cull":  # python-diskcache culls only past its size limit
+                cache.reset("size_limit", 0, update=False)
+            getattr(cache, call)(*args)
+        assert info.value.args[0] == 0
+    finally:
+        release.set()
+    proc.join(60)
+
+
+ROWS = 60_000
+
+
+def test_a_retried_clear_counts_every_batch(tmp_path, dc):
+    """With retry=True a clear that meets another handle's transactions between its batches
+    waits and goes on, and its count covers every batch (a resumed call once counted only
+    what it removed after the last timeout)."""
+    directory = str(tmp_path / "c")
+    cache = dc.Cache(directory, timeout=0.005)
+    with cache.transact():  # 600 batches: long enough for the other handle to cut in
+        for i in range(ROWS):
+            cache.set(i, i)
+    other = dc.Cache(directory)
+    stop = threading.Event()
+    hogged = []
+
+    def hog():
+        while not stop.is_set():
+            with other.transact():
+                other.get("x")
+                other.set("x", 1)
+                stop.wait(0.02)
+            hogged.append(1)
+            stop.wait(0.002)
+
+    thread = threading.Thread(target=hog)
+    thread.start()
+    try:
+        while not hogged:
+            pass
+        removed = cache.clear(retry=True)
+    finally:
+        stop.set()
+        thread.join(30)
+    # every int key was removed and counted; "x" may have been removed, and set again, more
+    # than once
+    assert set(cache) <= {"x"}
+    assert ROWS <= removed <= ROWS + len(hogged) + 1, removed

@@ -32,8 +32,15 @@ class CacheError(Exception):
 class Timeout(CacheError):
     """The cache database stayed locked by another connection past the handle's timeout.
 
-    Raised by calls made with ``retry=False`` (the default), as python-diskcache does.
+    Raised by calls made with ``retry=False`` (the default), as python-diskcache does. From
+    ``expire``, ``evict``, ``clear`` and ``cull``, ``args[0]`` is how many entries were removed
+    before the timeout (python-diskcache's ``Timeout(count)``), and ``args[1]`` says what to do.
     """
+
+    def __str__(self) -> str:
+        if len(self.args) == 2 and isinstance(self.args[0], int):
+            return str(self.args[1])
+        return super().__str__()
 
 
 class DecodeError(CacheError):

@@ -65,6 +65,32 @@ where
     }
 }
 
+/// [`run`] for the batch removals, which count what they removed (python-diskcache's
+/// semantics): with `retry` a timeout resumes and the count covers every attempt; without,
+/// `Timeout(count, message)`.
+fn run_removing<F>(py: Python<'_>, retry: bool, f: F) -> PyResult<u64>
+where
+    F: Fn() -> Result<u64, Error> + Sync,
+{
+    let mut removed = 0u64;
+    loop {
+        match py.detach(&f) {
+            Ok(n) => return Ok(removed + n),
+            Err(Error::TimeoutAfter { removed: n }) if retry => {
+                removed += n;
+                py.check_signals()?;
+            }
+            Err(Error::TimeoutAfter { removed: n }) => {
+                let error = Error::TimeoutAfter {
+                    removed: removed + n,
+                };
+                return Err(crate::errors::timeout_with_count(py, removed + n, &error));
+            }
+            Err(e) => return Err(crate::errors::to_py(py, e)),
+        }
+    }
+}
+
 /// Read a large value file straight into a new `bytes` (one allocation, one copy), the GIL
 /// released while reading. `None` if the file is gone.
 fn read_deferred<'py>(
@@ -975,7 +1001,7 @@ impl CacheCore {
             _ => None,
         };
         let cache = &*self.h()?.cache;
-        run(py, retry.0, || cache.expire(now))
+        run_removing(py, retry.0, || cache.expire(now))
     }
 
     #[pyo3(signature = (tag, retry=Flag(false)), text_signature = "(self, tag, retry=False)")]
@@ -985,19 +1011,19 @@ impl CacheCore {
         let Some(tag) = tag_from_py(Some(tag))? else {
             return Ok(0);
         };
-        run(py, retry.0, || cache.evict(&tag))
+        run_removing(py, retry.0, || cache.evict(&tag))
     }
 
     #[pyo3(signature = (retry=Flag(false)), text_signature = "(self, retry=False)")]
     fn clear(&self, py: Python<'_>, retry: Flag) -> PyResult<u64> {
         let cache = &*self.h()?.cache;
-        run(py, retry.0, || cache.clear())
+        run_removing(py, retry.0, || cache.clear())
     }
 
     #[pyo3(signature = (retry=Flag(false)), text_signature = "(self, retry=False)")]
     fn cull(&self, py: Python<'_>, retry: Flag) -> PyResult<u64> {
         let cache = &*self.h()?.cache;
-        run(py, retry.0, || cache.cull())
+        run_removing(py, retry.0, || cache.cull())
     }
 
     #[pyo3(signature = (fix=Flag(false), retry=Flag(false)), text_signature = "(self, fix=False, retry=False)")]

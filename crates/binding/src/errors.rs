@@ -78,6 +78,15 @@ impl Exc {
     }
 }
 
+/// `Timeout(count, message)`: python-diskcache's `Timeout(count)` for the batch removals, whose
+/// `args[0]` is how many entries were removed, plus what to do next.
+pub(crate) fn timeout_with_count(py: Python<'_>, removed: u64, error: &Error) -> PyErr {
+    match Exc::Timeout.class(py) {
+        Ok(class) => PyErr::from_type(class.clone(), (removed, error.to_string())),
+        Err(_) => Exc::Timeout.err(py, error.to_string()),
+    }
+}
+
 /// Map an engine error to the Python exception documented in D-008.
 pub(crate) fn to_py(py: Python<'_>, error: Error) -> PyErr {
     to_py_ref(py, &error)
@@ -87,6 +96,7 @@ pub(crate) fn to_py(py: Python<'_>, error: Error) -> PyErr {
 pub(crate) fn to_py_ref(py: Python<'_>, error: &Error) -> PyErr {
     match error {
         Error::Timeout => Exc::Timeout.err(py, error.to_string()),
+        Error::TimeoutAfter { removed } => timeout_with_count(py, *removed, error),
         Error::Corrupt(_) => Exc::CorruptValue.err(
             py,
             format!(

@@ -11,6 +11,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Error {
     /// The database stayed locked by another connection for longer than the handle's timeout.
     Timeout,
+    /// A batch removal (`expire`, `evict`, `clear`, `cull`) timed out after it had committed the
+    /// removal of `removed` entries (python-diskcache raises `Timeout(count)`).
+    TimeoutAfter { removed: u64 },
     /// Stored bytes failed their checksum or could not be decoded: no build could read them.
     Corrupt(String),
     /// The stored value is a pickle and this reader does not unpickle.
@@ -90,6 +93,12 @@ impl fmt::Display for Error {
                 f,
                 "the cache database stayed locked past the handle's timeout; \
                  retry, pass retry=True, or open the cache with a larger timeout"
+            ),
+            Error::TimeoutAfter { removed } => write!(
+                f,
+                "the cache database stayed locked past the handle's timeout after {removed} \
+                 entries were removed; call again to remove the rest, pass retry=True, or open \
+                 the cache with a larger timeout"
             ),
             Error::Corrupt(m) => write!(f, "corrupt value: {m}"),
             Error::Unsafe(m) => write!(f, "{m}"),

@@ -2,10 +2,18 @@
 
 use super::*;
 
+/// One batch's count, or, if it timed out, the timeout with what earlier batches removed.
+fn removed_so_far(batch: Result<u64>, before: u64) -> Result<u64> {
+    match batch {
+        Err(Error::Timeout) => Err(Error::TimeoutAfter { removed: before }),
+        other => other,
+    }
+}
+
 impl Cache {
     /// Delete rows chosen by `select` in batches, one transaction per batch, so other writers
     /// get the lock in between. `select` takes (?1 cursor, ?2 limit) plus `extra` and returns
-    /// (rowid, filename, size, cursor).
+    /// (rowid, filename, size, cursor). A timeout reports what the committed batches removed.
     pub(super) fn delete_batches(
         &self,
         select: &str,
@@ -14,7 +22,7 @@ impl Cache {
     ) -> Result<u64> {
         let mut total = 0u64;
         loop {
-            let n = self.write(None, |db, unlink| {
+            let batch = self.write(None, |db, unlink| {
                 let mut args = vec![cursor.clone(), SqlValue::Integer(BATCH)];
                 args.extend(extra.clone());
                 let mut stmt = db
@@ -41,7 +49,8 @@ impl Cache {
                 }
                 apply_delta(db, &delta)?;
                 Ok(rows.len() as u64)
-            })?;
+            });
+            let n = removed_so_far(batch, total)?;
             total += n;
             if n == 0 {
                 return Ok(total);
@@ -88,7 +97,7 @@ impl Cache {
             return Ok(0);
         };
         while self.volume()? > s.size_limit as u64 {
-            let n = self.write(None, |db, unlink| {
+            let batch = self.write(None, |db, unlink| {
                 let rows = select_rows(
                     db,
                     &format!("SELECT rowid, filename, size FROM cache ORDER BY {order} LIMIT 10"),
@@ -100,7 +109,8 @@ impl Cache {
                 }
                 apply_delta(db, &delta)?;
                 Ok(rows.len() as u64)
-            })?;
+            });
+            let n = removed_so_far(batch, count)?;
             if n == 0 {
                 break;
             }
