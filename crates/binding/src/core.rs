@@ -98,11 +98,28 @@ fn read_deferred<'py>(
     cache: &diskcache_oxide_engine::Cache,
     file: &diskcache_oxide_engine::ValueFile,
 ) -> PyResult<Option<Bound<'py, PyBytes>>> {
-    let mut found = true;
-    let bytes = PyBytes::new_with(py, file.size as usize, |buf| {
-        found = py.detach(|| cache.read_value_file(file, buf)).py_err(py)?;
-        Ok(())
-    })?;
+    let len = isize::try_from(file.size)
+        .map_err(|_| PyValueError::new_err("a value file is too large for a bytes object"))?;
+    // Not `PyBytes::new_with`, which zero-fills first: 6% of a 1 MB get.
+    // SAFETY: with a NULL source CPython returns a new bytes object of `len` uninitialised
+    // bytes, which we own and which nothing else can see until we return it.
+    let bytes = unsafe {
+        Bound::from_owned_ptr_or_err(
+            py,
+            pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), len),
+        )?
+        .cast_into_unchecked::<PyBytes>()
+    };
+    // SAFETY: the buffer is `len` bytes long, owned by `bytes`, and written only here, before
+    // anyone else can see the object. It is returned only once fully written (a read that
+    // fails or finds no file drops it).
+    let buf = unsafe {
+        std::slice::from_raw_parts_mut(
+            pyo3::ffi::PyBytes_AsString(bytes.as_ptr()).cast::<u8>(),
+            file.size as usize,
+        )
+    };
+    let found = py.detach(|| cache.read_value_file(file, buf)).py_err(py)?;
     Ok(found.then_some(bytes))
 }
 
