@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 import support
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 pytestmark = pytest.mark.slow
@@ -362,6 +362,23 @@ def run_differential(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(sequence=st.lists(ops, min_size=1, max_size=40))
+# Found by this test: an incr that fails on a non-number counted a hit.
+@example(
+    sequence=[
+        ("stats", True, False),
+        (
+            "transact",
+            False,
+            [
+                ("set", "a", None, None, None),
+                ("get", "a", None, False, False),
+                ("incr", "a", 0, 0),
+                ("get", "a", None, False, False),
+            ],
+        ),
+        ("stats", False, False),
+    ]
+)
 def test_differential_random_sequences(dc, sequence):
     run_differential(dc, sequence)
 

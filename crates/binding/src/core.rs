@@ -421,7 +421,7 @@ impl CacheCore {
         self.in_transaction(py, retry, || {
             let got: Got = run(py, false, || {
                 Ok(cache
-                    .get(k, false)?
+                    .get_quietly(k)?
                     .map(|e| (Fetched::from(e.value), e.expire_time, e.tag)))
             })?;
             let delta = delta.to_object(py)?;

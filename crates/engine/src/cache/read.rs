@@ -71,6 +71,16 @@ impl Cache {
                 }))
             });
         }
+        self.read_entry(key, mode)
+    }
+
+    /// Read an unexpired entry without counting a hit or miss or recording an access, as
+    /// python-diskcache's `incr` reads the value it is about to replace.
+    pub fn get_quietly(&self, key: &Key) -> Result<Option<Entry>> {
+        self.read_entry(key, FileMode::Read)
+    }
+
+    fn read_entry(&self, key: &Key, mode: FileMode) -> Result<Option<Entry>> {
         self.with_conn(|c| loop {
             // Taken before the read: a commit after it shows as a changed header later.
             // An immutable connection has no WAL index to watch (and mapping one would create
