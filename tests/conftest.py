@@ -14,10 +14,18 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 sys.path.insert(0, os.path.dirname(__file__))
 
 import support  # noqa: E402
+
+# `make test` (and so CI) tries the same generated examples on every run, so what it finds can be
+# reproduced and a pass is not luck of the draw. `DCO_HYPOTHESIS=explore` draws new ones each run
+# and keeps failures in .hypothesis/ for replay; `make soak` explores.
+settings.register_profile("repeatable", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile("explore" if os.environ.get("DCO_HYPOTHESIS") == "explore" else "repeatable")
 
 
 def pytest_configure(config: pytest.Config) -> None:
