@@ -8,6 +8,7 @@ import os
 import pickle
 import sqlite3
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -69,11 +70,33 @@ def test_writes_on_a_read_only_handle_are_misses(
     assert cache.set_many({"a": 1}) is False
     assert cache.delete_many(["small"]) == 0
     assert cache.clear() == 0
+    assert cache.decr("n") is None
+    assert cache.expire() == 0
+    assert cache.evict("t") == 0
+    assert cache.cull() == 0
+    assert cache.pull_many(2) == [] and cache.pull_many(2) is not cache.pull_many(2)
     cache["k"] = 1
     del cache["small"]
     assert cache.get("small") == "hello"  # nothing was changed
-    assert len(warnings_of(caplog)) == 15
+    assert len(warnings_of(caplog)) == 22
     assert "ReadOnlyError" in warnings_of(caplog)[0]
+
+
+def test_reads_of_a_deleted_database_are_misses(
+    directory: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    cache = dco.Cache(directory, durable=True)
+    assert "small" in cache
+    os.remove(os.path.join(directory, "cache.db"))
+    time.sleep(0.6)  # the handle checks for a deleted database every half second
+    caplog.set_level(logging.WARNING, logger="diskcache_oxide")
+    assert ("small" in cache) is False
+    assert len(cache) == 0
+    assert cache.volume() == 0
+    assert cache.stats() == (0, 0)
+    assert cache.peek(default="d") == "d"
+    assert len(warnings_of(caplog)) == 5
+    assert all("FileNotFoundError" in m for m in warnings_of(caplog))
 
 
 def test_timeout_is_a_miss(directory: str, caplog: pytest.LogCaptureFixture) -> None:
