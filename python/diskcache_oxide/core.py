@@ -9,6 +9,7 @@ naturally Python lives here: construction, ``transact()``, ``memoize()``, ``chec
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import logging
 import os
@@ -405,8 +406,9 @@ def _shaped(default: Any, expire_time: Any, tag: Any) -> Any:
 
 
 class _DurableCache(Cache):
-    """A :class:`Cache` opened with ``durable=True``: each call listed here logs an
-    operational error and returns its miss value instead of raising it (D-020)."""
+    """A :class:`Cache` opened with ``durable=True``: each call listed here, and each in
+    ``_CONSTANT_MISSES`` below, logs an operational error and returns its miss value instead
+    of raising it (D-020)."""
 
     _durable_base: type[Cache] = Cache
 
@@ -451,13 +453,6 @@ class _DurableCache(Cache):
             self._failed("read", error, "a miss (KeyError)")
             raise KeyError(key) from None
 
-    def __contains__(self, key: object, /) -> bool:
-        try:
-            return super().__contains__(key)
-        except _OPERATIONAL as error:
-            self._failed("in", error, "False")
-            return False
-
     def pop(
         self,
         key: Any,
@@ -489,158 +484,7 @@ class _DurableCache(Cache):
             self._failed("get_many", error, "the default for every key")
             return [default] * len(keys)
 
-    def __len__(self) -> int:
-        try:
-            return super().__len__()
-        except _OPERATIONAL as error:
-            self._failed("len", error, "0")
-            return 0
-
-    def volume(self) -> int:
-        try:
-            return super().volume()
-        except _OPERATIONAL as error:
-            self._failed("volume", error, "0")
-            return 0
-
-    def stats(self, enable: bool = True, reset: bool = False) -> tuple[int, int]:
-        try:
-            return super().stats(enable, reset)
-        except _OPERATIONAL as error:
-            self._failed("stats", error, "(0, 0)")
-            return (0, 0)
-
-    # ---- writes: False, None or 0 -- nothing was stored ---------------------------------
-
-    def set(
-        self,
-        key: Any,
-        value: Any,
-        expire: float | None = None,
-        read: bool = False,
-        tag: Any = None,
-        retry: bool = False,
-    ) -> bool:
-        try:
-            return super().set(key, value, expire, read, tag, retry)
-        except _OPERATIONAL as error:
-            self._failed("set", error, "False")
-            return False
-
-    def __setitem__(self, key: Any, value: Any, /) -> None:
-        try:
-            super().__setitem__(key, value)
-        except _OPERATIONAL as error:
-            self._failed("[]=", error, "without storing")
-
-    def add(
-        self,
-        key: Any,
-        value: Any,
-        expire: float | None = None,
-        read: bool = False,
-        tag: Any = None,
-        retry: bool = False,
-    ) -> bool:
-        try:
-            return super().add(key, value, expire, read, tag, retry)
-        except _OPERATIONAL as error:
-            self._failed("add", error, "False")
-            return False
-
-    def touch(self, key: Any, expire: float | None = None, retry: bool = False) -> bool:
-        try:
-            return super().touch(key, expire, retry)
-        except _OPERATIONAL as error:
-            self._failed("touch", error, "False")
-            return False
-
-    def delete(self, key: Any, retry: bool = False) -> bool:
-        try:
-            return super().delete(key, retry)
-        except _OPERATIONAL as error:
-            self._failed("delete", error, "False")
-            return False
-
-    def __delitem__(self, key: Any, /) -> None:
-        try:
-            super().__delitem__(key)
-        except _OPERATIONAL as error:
-            self._failed("del []", error, "without deleting")
-
-    def incr(self, key: Any, delta: Any = 1, default: Any = 0, retry: bool = False) -> Any:
-        try:
-            return super().incr(key, delta, default, retry)
-        except _OPERATIONAL as error:
-            self._failed("incr", error, "None")
-            return None
-
-    def decr(self, key: Any, delta: Any = 1, default: Any = 0, retry: bool = False) -> Any:
-        try:
-            return super().decr(key, delta, default, retry)
-        except _OPERATIONAL as error:
-            self._failed("decr", error, "None")
-            return None
-
-    def set_many(  # type: ignore[override]
-        self, mapping: Any, expire: float | None = None, tag: Any = None, retry: bool = False
-    ) -> bool | None:
-        try:
-            return super().set_many(mapping, expire, tag, retry)
-        except _OPERATIONAL as error:
-            self._failed("set_many", error, "False")
-            return False
-
-    def delete_many(self, keys: Any, retry: bool = False) -> int:
-        try:
-            return super().delete_many(keys, retry)
-        except _OPERATIONAL as error:
-            self._failed("delete_many", error, "0")
-            return 0
-
-    def expire(self, now: float | None = None, retry: bool = False) -> int:
-        try:
-            return super().expire(now, retry)
-        except _OPERATIONAL as error:
-            self._failed("expire", error, "0")
-            return 0
-
-    def evict(self, tag: Any, retry: bool = False) -> int:
-        try:
-            return super().evict(tag, retry)
-        except _OPERATIONAL as error:
-            self._failed("evict", error, "0")
-            return 0
-
-    def clear(self, retry: bool = False) -> int:
-        try:
-            return super().clear(retry)
-        except _OPERATIONAL as error:
-            self._failed("clear", error, "0")
-            return 0
-
-    def cull(self, retry: bool = False) -> int:
-        try:
-            return super().cull(retry)
-        except _OPERATIONAL as error:
-            self._failed("cull", error, "0")
-            return 0
-
-    # ---- the queue: a failed push stores nothing; a failed pull or peek is empty --------
-
-    def push(self, value: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return super().push(value, *args, **kwargs)
-        except _OPERATIONAL as error:
-            self._failed("push", error, "None (the item was NOT queued)")
-            return None
-
-    def push_many(self, values: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return super().push_many(values, *args, **kwargs)
-        except _OPERATIONAL as error:
-            self._failed("push_many", error, "[] (no item was queued)")
-            return []
+    # ---- the queue: a failed pull or peek is empty ---------------------------------------
 
     def pull(
         self,
@@ -658,13 +502,6 @@ class _DurableCache(Cache):
             self._failed("pull", error, "the default")
             return _shaped(default, expire_time, tag)
 
-    def pull_many(self, n: int, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return super().pull_many(n, *args, **kwargs)
-        except _OPERATIONAL as error:
-            self._failed("pull_many", error, "[]")
-            return []
-
     def peek(
         self,
         prefix: str | None = None,
@@ -679,6 +516,52 @@ class _DurableCache(Cache):
         except _OPERATIONAL as error:
             self._failed("peek", error, "the default")
             return _shaped(default, expire_time, tag)
+
+
+# The calls whose miss value does not depend on their arguments: name -> (the call as the
+# warning names it, what the warning says it returns, the value). Writes return False, None or
+# 0 (nothing was stored); a failed push stores nothing. The others are written out above.
+_CONSTANT_MISSES: dict[str, tuple[str, str, Any]] = {
+    "__contains__": ("in", "False", False),
+    "__len__": ("len", "0", 0),
+    "volume": ("volume", "0", 0),
+    "stats": ("stats", "(0, 0)", (0, 0)),
+    "set": ("set", "False", False),
+    "__setitem__": ("[]=", "without storing", None),
+    "add": ("add", "False", False),
+    "touch": ("touch", "False", False),
+    "delete": ("delete", "False", False),
+    "__delitem__": ("del []", "without deleting", None),
+    "incr": ("incr", "None", None),
+    "decr": ("decr", "None", None),
+    "set_many": ("set_many", "False", False),
+    "delete_many": ("delete_many", "0", 0),
+    "expire": ("expire", "0", 0),
+    "evict": ("evict", "0", 0),
+    "clear": ("clear", "0", 0),
+    "cull": ("cull", "0", 0),
+    "push": ("push", "None (the item was NOT queued)", None),
+    "push_many": ("push_many", "[] (no item was queued)", []),
+    "pull_many": ("pull_many", "[]", []),
+}
+
+
+def _returning_miss(name: str, call: str, result: str, miss: Any) -> Callable[..., Any]:
+    """``Cache.<name>`` that logs an operational error and returns (a copy of) ``miss``."""
+
+    @functools.wraps(getattr(Cache, name))
+    def method(self: _DurableCache, /, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return getattr(super(_DurableCache, self), name)(*args, **kwargs)
+        except _OPERATIONAL as error:
+            self._failed(call, error, result)
+            return copy.copy(miss)
+
+    return method
+
+
+for _name, (_call, _result, _miss) in _CONSTANT_MISSES.items():
+    setattr(_DurableCache, _name, _returning_miss(_name, _call, _result, _miss))
 
 
 _DURABLE_CLASSES: dict[type[Cache], type[_DurableCache]] = {Cache: _DurableCache}
