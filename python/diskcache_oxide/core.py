@@ -396,8 +396,9 @@ _OPERATIONAL: tuple[type[BaseException], ...] = (
 )
 
 
-def _shaped(default: Any, expire_time: Any, tag: Any) -> Any:
-    """``default`` shaped as a miss of a call with these ``expire_time``/``tag`` flags."""
+def shaped_miss(default: Any, expire_time: Any, tag: Any) -> Any:
+    """``default`` shaped as a miss of a call with these ``expire_time``/``tag`` flags, as
+    :meth:`Cache.get` shapes it (also what :class:`NullCache` returns)."""
     if expire_time and tag:
         return (default, None, None)
     if expire_time or tag:
@@ -437,7 +438,7 @@ class _DurableCache(Cache):
             return super().get(key, default, read, expire_time, tag, retry)
         except _OPERATIONAL as error:
             self._failed("get", error, "the default")
-            return _shaped(default, expire_time, tag)
+            return shaped_miss(default, expire_time, tag)
 
     def __getitem__(self, key: Any, /) -> Any:
         try:
@@ -465,7 +466,7 @@ class _DurableCache(Cache):
             return super().pop(key, default, expire_time, tag, retry)
         except _OPERATIONAL as error:
             self._failed("pop", error, "the default")
-            return _shaped(default, expire_time, tag)
+            return shaped_miss(default, expire_time, tag)
 
     def peekitem(
         self, last: bool = True, expire_time: bool = False, tag: bool = False, retry: bool = False
@@ -500,7 +501,7 @@ class _DurableCache(Cache):
             return super().pull(prefix, default, side, expire_time, tag, retry, timeout)
         except _OPERATIONAL as error:
             self._failed("pull", error, "the default")
-            return _shaped(default, expire_time, tag)
+            return shaped_miss(default, expire_time, tag)
 
     def peek(
         self,
@@ -515,7 +516,7 @@ class _DurableCache(Cache):
             return super().peek(prefix, default, side, expire_time, tag, retry)
         except _OPERATIONAL as error:
             self._failed("peek", error, "the default")
-            return _shaped(default, expire_time, tag)
+            return shaped_miss(default, expire_time, tag)
 
 
 # The calls whose miss value does not depend on their arguments: name -> (the call as the

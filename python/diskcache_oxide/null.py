@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any, Literal, ParamSpec, TypeVar, cast
 
-from .core import DEFAULT_SETTINGS, ENOVAL, Memoized, args_to_key, full_name
+from .core import DEFAULT_SETTINGS, ENOVAL, Memoized, args_to_key, full_name, shaped_miss
 
 __all__ = ["NullCache"]
 
@@ -28,15 +28,6 @@ _Tag = str | int | float | bytes | None
 _Side = Literal["front", "back"]
 
 _COUNTERS = ("count", "size", "hits", "misses")
-
-
-def _miss(default: Any, expire_time: bool, tag: bool) -> Any:
-    """The value a read of an absent key returns, shaped as :meth:`Cache.get` shapes it."""
-    if expire_time and tag:
-        return (default, None, None)
-    if expire_time or tag:
-        return (default, None)
-    return default
 
 
 def _wait(timeout: float | None) -> None:
@@ -163,7 +154,7 @@ class NullCache:
         retry: bool = False,
     ) -> Any:
         """``default`` (in a tuple with ``expire_time``/``tag``, as :meth:`Cache.get`)."""
-        return _miss(default, expire_time, tag)
+        return shaped_miss(default, expire_time, tag)
 
     def __getitem__(self, key: Any) -> Any:
         raise KeyError(key)
@@ -183,7 +174,7 @@ class NullCache:
         retry: bool = False,
     ) -> Any:
         """``default`` (in a tuple with ``expire_time``/``tag``, as :meth:`Cache.pop`)."""
-        return _miss(default, expire_time, tag)
+        return shaped_miss(default, expire_time, tag)
 
     def __delitem__(self, key: Any) -> None:
         raise KeyError(key)
@@ -349,7 +340,7 @@ class NullCache:
         """The queue is always empty: ``default``, after waiting ``timeout`` seconds for an
         item that never comes (so a worker loop does not spin)."""
         _wait(timeout)
-        return _miss(default, expire_time, tag)
+        return shaped_miss(default, expire_time, tag)
 
     def pull_many(
         self,
@@ -374,7 +365,7 @@ class NullCache:
         tag: bool = False,
         retry: bool = False,
     ) -> Any:
-        return _miss(default, expire_time, tag)
+        return shaped_miss(default, expire_time, tag)
 
     # ------------------------------------------------------------------ lifetime
 
