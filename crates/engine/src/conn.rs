@@ -63,6 +63,7 @@ fn busy_wait(attempt: i32) -> bool {
         return false;
     }
     // SQLite holds none of its mutexes while it waits here, so a fork need not wait for us.
+    crate::vfs::settle();
     let _parked = Parked::new();
     if attempt < 4 {
         std::thread::yield_now();
@@ -363,6 +364,7 @@ extern "C" fn before_fork() {
             unsafe { ffi::sqlite3_mutex_enter(m) };
         }
     }
+    crate::vfs::before_fork();
 }
 
 fn release_after_fork() {
@@ -378,6 +380,7 @@ fn release_after_fork() {
 }
 
 extern "C" fn after_fork() {
+    crate::vfs::after_fork_in_parent();
     release_after_fork();
 }
 
@@ -385,6 +388,7 @@ extern "C" fn after_fork_in_child() {
     FORKS.fetch_add(1, Ordering::SeqCst);
     // Only this thread exists in the child; the others' sections are gone with them.
     ACTIVE.store(DEPTH.with(|d| (d.get() > 0) as usize), Ordering::SeqCst);
+    crate::vfs::after_fork_in_child();
     release_after_fork();
 }
 
@@ -420,6 +424,8 @@ impl Drop for Active {
         DEPTH.with(|d| {
             d.set(d.get() - 1);
             if d.get() == 0 {
+                // Before leaving the section: a fork must not copy a release held back.
+                crate::vfs::settle();
                 ACTIVE.fetch_sub(1, Ordering::SeqCst);
             }
         });
@@ -568,6 +574,8 @@ fn reap_inherited() -> Result<()> {
                 entries.retain(|e| e.handle != *handle);
             }
             drop(guard);
+            // Closing our descriptor dropped every lock this process held on the file.
+            crate::vfs::kernel_dropped_locks(&group[0].0);
         }
         REAPED.store(fork, Ordering::Release);
         Ok(())

@@ -1,5 +1,5 @@
-//! A thin VFS over SQLite's own unix VFS that writes each commit's WAL frames in one `pwrite`
-//! (D-029).
+//! A thin VFS over SQLite's own unix VFS: it writes each commit's WAL frames in one `pwrite`
+//! (D-029, this file) and takes the WAL index locks with fewer `fcntl` calls (D-033, `locks`).
 //!
 //! SQLite appends a frame to the WAL as two writes, its 24-byte header and then the page, so a
 //! commit of four pages costs eight system calls. This VFS collects a WAL file's appended
@@ -11,6 +11,12 @@
 //! the file other than it would without this layer. Everything but the WAL file is SQLite's
 //! own unix VFS, untouched: the on-disk format and the locking protocol are unchanged, and
 //! other programs with a stock SQLite share the directory as before.
+
+mod locks;
+
+pub(crate) use locks::{
+    after_fork_in_child, after_fork_in_parent, before_fork, kernel_dropped_locks, settle,
+};
 
 use rusqlite::ffi;
 use std::ffi::{c_int, c_void, CStr};
@@ -38,7 +44,8 @@ struct Pending {
 }
 
 /// Our file object: SQLite's unix file first (so its methods can be handed the same pointer),
-/// then, for WAL files only, a pointer to the pending writes.
+/// then a pointer: for a WAL file to its pending writes, for a main database file to its
+/// connection's WAL index locks (`locks::Conn`), null for other files.
 fn pending_slot(file: *mut ffi::sqlite3_file, root: &ffi::sqlite3_vfs) -> *mut *mut Pending {
     // SAFETY: xOpen was given `szOsFile` bytes, which is the root's size plus one pointer,
     // rounded up below so the slot is aligned.
@@ -85,6 +92,7 @@ pub(crate) fn register() -> Result<(), c_int> {
             ours.pNext = ptr::null_mut();
             ours.szOsFile = (slot_offset(&*root) + std::mem::size_of::<*mut Pending>()) as c_int;
             ours.xOpen = Some(open);
+            ours.xSleep = Some(sleep);
             let ours = Box::into_raw(Box::new(ours));
             let rc = ffi::sqlite3_vfs_register(ours, 0);
             if rc != ffi::SQLITE_OK {
@@ -119,7 +127,23 @@ unsafe extern "C" fn open(
         *slot = ptr::null_mut();
         let xopen = root.xOpen.expect("the unix VFS has xOpen");
         let rc = xopen(root as *const _ as *mut _, name, file, flags, out_flags);
-        if rc != ffi::SQLITE_OK || (*file).pMethods.is_null() || flags & ffi::SQLITE_OPEN_WAL == 0 {
+        if rc != ffi::SQLITE_OK || (*file).pMethods.is_null() {
+            return rc;
+        }
+        if flags & ffi::SQLITE_OPEN_MAIN_DB != 0 && !name.is_null() {
+            let real = (*file).pMethods;
+            if (*real).iVersion >= 2 && (*real).xShmLock.is_some() {
+                let path = CStr::from_ptr(name);
+                *slot = Box::into_raw(Box::new(Db {
+                    real,
+                    locks: locks::Conn::new(path),
+                }))
+                .cast();
+                (*file).pMethods = db_methods(real);
+            }
+            return ffi::SQLITE_OK;
+        }
+        if flags & ffi::SQLITE_OPEN_WAL == 0 {
             return rc;
         }
         let real = (*file).pMethods;
@@ -166,6 +190,101 @@ fn wal_methods(real: *const ffi::sqlite3_io_methods) -> *const ffi::sqlite3_io_m
             MethodsPtr(Box::into_raw(Box::new(methods)))
         })
         .0
+}
+
+/// Our methods for main database files: the unix methods, with the WAL index locks taken
+/// through `locks`.
+fn db_methods(real: *const ffi::sqlite3_io_methods) -> *const ffi::sqlite3_io_methods {
+    static METHODS: OnceLock<MethodsPtr> = OnceLock::new();
+    METHODS
+        .get_or_init(|| {
+            // SAFETY: `real` is the unix VFS's static method table.
+            let mut methods = unsafe { *real };
+            methods.xClose = Some(db_close);
+            methods.xShmMap = Some(db_shm_map);
+            methods.xShmLock = Some(db_shm_lock);
+            methods.xShmUnmap = Some(db_shm_unmap);
+            MethodsPtr(Box::into_raw(Box::new(methods)))
+        })
+        .0
+}
+
+/// What follows SQLite's unix object for a main database file.
+struct Db {
+    real: *const ffi::sqlite3_io_methods,
+    locks: locks::Conn,
+}
+
+/// # Safety
+/// `file` must be a main database file opened by `open` with `db_methods`, not yet closed.
+unsafe fn db<'a>(file: *mut ffi::sqlite3_file) -> &'a mut Db {
+    // SAFETY: per the contract, the slot holds the box made in `open`. SQLite uses a file
+    // from one thread at a time.
+    unsafe { &mut *(*pending_slot(file, root())).cast::<Db>() }
+}
+
+unsafe extern "C" fn db_shm_map(
+    file: *mut ffi::sqlite3_file,
+    region: c_int,
+    size: c_int,
+    extend: c_int,
+    out: *mut *mut c_void,
+) -> c_int {
+    // SAFETY: SQLite calls us on a database file we opened; the unix method gets the same
+    // object and arguments.
+    unsafe {
+        let d = db(file);
+        let map = (*d.real).xShmMap.expect("checked in open");
+        let rc = map(file, region, size, extend, out);
+        if rc != ffi::SQLITE_OK {
+            return rc;
+        }
+        match d.locks.attach() {
+            ffi::SQLITE_OK => rc,
+            err => err,
+        }
+    }
+}
+
+unsafe extern "C" fn db_shm_lock(
+    file: *mut ffi::sqlite3_file,
+    offset: c_int,
+    n: c_int,
+    flags: c_int,
+) -> c_int {
+    // SAFETY: as for `db_shm_map`.
+    unsafe { db(file).locks.lock(offset, n, flags) }
+}
+
+unsafe extern "C" fn db_shm_unmap(file: *mut ffi::sqlite3_file, delete: c_int) -> c_int {
+    // SAFETY: as for `db_shm_map`. Our locks are released (and our descriptor closed, if this
+    // was the process's last connection) before the unix VFS closes its own descriptor.
+    unsafe {
+        let d = db(file);
+        d.locks.detach();
+        ((*d.real).xShmUnmap.expect("checked in open"))(file, delete)
+    }
+}
+
+unsafe extern "C" fn db_close(file: *mut ffi::sqlite3_file) -> c_int {
+    // SAFETY: SQLite closes each file once; the box made in `open` is freed here.
+    unsafe {
+        let slot = pending_slot(file, root());
+        let mut d = Box::from_raw((*slot).cast::<Db>());
+        *slot = ptr::null_mut();
+        d.locks.detach();
+        (*file).pMethods = d.real;
+        ((*d.real).xClose.expect("unix files have xClose"))(file)
+    }
+}
+
+/// SQLite sleeps between retries of a busy lock: settle held-back releases first, so this
+/// thread never waits while holding more than SQLite asked for.
+unsafe extern "C" fn sleep(_vfs: *mut ffi::sqlite3_vfs, micros: c_int) -> c_int {
+    settle();
+    let root = root();
+    // SAFETY: the unix VFS's own xSleep.
+    unsafe { (root.xSleep.expect("the unix VFS has xSleep"))(root as *const _ as *mut _, micros) }
 }
 
 struct MethodsPtr(*const ffi::sqlite3_io_methods);
