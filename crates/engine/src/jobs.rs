@@ -9,9 +9,10 @@
 use crate::cache::{now, Cache, Inline, Prepared};
 use crate::error::SqlContext;
 use crate::files::Found;
+use crate::statements::Db;
 use crate::stored::{StoredValue, ValueRef};
 use crate::{Error, Result};
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, OptionalExtension};
 
 const READY: i64 = 0;
 const LEASED: i64 = 1;
@@ -132,9 +133,7 @@ impl Cache {
         self.write(file, |db, unlink| {
             if let Some(u) = &options.unique {
                 let existing: Option<i64> = db
-                    .prepare_cached(
-                        "SELECT id FROM jobs WHERE queue = ?1 AND dedupe = ?2 AND state < 2",
-                    )
+                    .held("SELECT id FROM jobs WHERE queue = ?1 AND dedupe = ?2 AND state < 2")
                     .and_then(|mut st| st.query_row(params![queue, u], |r| r.get(0)).optional())
                     .ctx("checking a unique job")?;
                 if let Some(id) = existing {
@@ -190,7 +189,7 @@ impl Cache {
                     continue;
                 }
                 let ids: Vec<i64> = db
-                    .prepare_cached(
+                    .held(
                         "SELECT id FROM jobs WHERE queue = ?1 AND state = 0 AND due <= ?2 ORDER BY due, id LIMIT CAST(?3 AS INTEGER)",
                     )
                     .and_then(|mut st| {
@@ -199,7 +198,7 @@ impl Cache {
                     .ctx("taking a job")?;
                 for id in ids {
                     let row = db
-                        .prepare_cached(
+                        .held(
                             "UPDATE jobs SET state = 1, due = ?2, attempts = attempts + 1, lease = lease + 1 WHERE id = ?1 \
                              RETURNING id, queue, state, due, attempts, max_attempts, created, error, dedupe, kind, crc, filename, value, lease",
                         )
@@ -233,7 +232,7 @@ impl Cache {
     pub fn job_finish(&self, id: i64, lease_id: i64) -> Result<bool> {
         self.write(None, |db, unlink| {
             let gone: Option<Option<String>> = db
-                .prepare_cached("DELETE FROM jobs WHERE id = ?1 AND state = 1 AND lease = ?2 RETURNING filename")
+                .held("DELETE FROM jobs WHERE id = ?1 AND state = 1 AND lease = ?2 RETURNING filename")
                 .and_then(|mut st| st.query_row(params![id, lease_id], |r| r.get(0)).optional())
                 .ctx("finishing a job")?;
             Ok(gone.map(|f| unlink.extend(f)).is_some())
@@ -252,7 +251,7 @@ impl Cache {
         check_seconds("retry_in", retry_in)?;
         self.write(None, |db, _| {
             let state: Option<i64> = db
-                .prepare_cached(
+                .held(
                     "UPDATE jobs SET state = CASE WHEN max_attempts > 0 AND attempts >= max_attempts THEN 2 ELSE 0 END, \
                      due = CASE WHEN max_attempts > 0 AND attempts >= max_attempts THEN ?3 ELSE ?3 + ?4 END, error = ?5 \
                      WHERE id = ?1 AND state = 1 AND lease = ?2 RETURNING state",
@@ -270,9 +269,7 @@ impl Cache {
         self.write(None, |db, _| {
             let deadline = now() + lease;
             let n = db
-                .prepare_cached(
-                    "UPDATE jobs SET due = ?3 WHERE id = ?1 AND state = 1 AND lease = ?2",
-                )
+                .held("UPDATE jobs SET due = ?3 WHERE id = ?1 AND state = 1 AND lease = ?2")
                 .and_then(|mut st| st.execute(params![id, lease_id, deadline]))
                 .ctx("extending a lease")?;
             Ok((n > 0).then_some(deadline))
@@ -284,7 +281,7 @@ impl Cache {
         check_seconds("delay", delay)?;
         self.write(None, |db, _| {
             let n = db
-                .prepare_cached(
+                .held(
                     "UPDATE jobs SET state = 0, due = ?3, attempts = attempts - 1 WHERE id = ?1 AND state = 1 AND lease = ?2",
                 )
                 .and_then(|mut st| st.execute(params![id, lease_id, now() + delay]))
@@ -325,7 +322,7 @@ impl Cache {
         self.read(|db| {
             let now = now();
             let mut stmt = db
-                .prepare_cached(
+                .held(
                     "SELECT state, due <= ?2, COUNT(*) FROM jobs WHERE queue = ?1 GROUP BY state, due <= ?2",
                 )
                 .ctx("counting jobs")?;
@@ -374,7 +371,7 @@ impl Cache {
     pub fn job_bury(&self, id: i64, lease_id: i64, error: &str) -> Result<bool> {
         self.write(None, |db, _| {
             let n = db
-                .prepare_cached("UPDATE jobs SET state = 2, due = ?3, error = ?4 WHERE id = ?1 AND state = 1 AND lease = ?2")
+                .held("UPDATE jobs SET state = 2, due = ?3, error = ?4 WHERE id = ?1 AND state = 1 AND lease = ?2")
                 .and_then(|mut st| st.execute(params![id, lease_id, now(), error]))
                 .ctx("burying a job")?;
             Ok(n > 0)
@@ -386,7 +383,7 @@ impl Cache {
         check_seconds("delay", delay)?;
         self.write(None, |db, _| {
             let n = db
-                .prepare_cached("UPDATE jobs SET state = 0, due = ?2, attempts = 0 WHERE id = ?1 AND state = 2")
+                .held("UPDATE jobs SET state = 0, due = ?2, attempts = 0 WHERE id = ?1 AND state = 2")
                 .and_then(|mut st| st.execute(params![id, now() + delay]))
                 .map_err(|e| match &e {
                     rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => {
@@ -404,7 +401,7 @@ impl Cache {
     pub fn job_delete(&self, id: i64) -> Result<bool> {
         self.write(None, |db, unlink| {
             let gone: Option<Option<String>> = db
-                .prepare_cached("DELETE FROM jobs WHERE id = ?1 RETURNING filename")
+                .held("DELETE FROM jobs WHERE id = ?1 RETURNING filename")
                 .and_then(|mut st| st.query_row([id], |r| r.get(0)).optional())
                 .ctx("deleting a job")?;
             Ok(gone.map(|f| unlink.extend(f)).is_some())
@@ -506,7 +503,7 @@ fn job_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRow> {
 }
 
 fn insert_job(
-    db: &Connection,
+    db: &Db,
     queue: &str,
     p: &Prepared<'_>,
     due: f64,
@@ -514,7 +511,7 @@ fn insert_job(
     now: f64,
 ) -> Result<i64> {
     let value = crate::cache::inline_sql(p.inline);
-    db.prepare_cached(
+    db.held(
         "INSERT INTO jobs (queue, state, due, attempts, max_attempts, dedupe, created, kind, crc, size, filename, value) \
          VALUES (?1, 0, ?2, 0, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     )
@@ -526,9 +523,9 @@ fn insert_job(
 }
 
 /// Expired leases of one queue: back to ready, or dead once out of attempts.
-fn sweep_queue(db: &Connection, queue: &str, now: f64) -> Result<Swept> {
+fn sweep_queue(db: &Db, queue: &str, now: f64) -> Result<Swept> {
     let states: Vec<i64> = db
-        .prepare_cached(
+        .held(
             "UPDATE jobs SET state = CASE WHEN max_attempts > 0 AND attempts >= max_attempts THEN 2 ELSE 0 END, \
              due = ?2, error = 'lease expired' WHERE queue = ?1 AND state = 1 AND due < ?2 RETURNING state",
         )

@@ -28,6 +28,7 @@ mod lock;
 mod queue;
 mod recent;
 mod settings;
+mod statements;
 mod stored;
 pub mod value;
 mod vfs;

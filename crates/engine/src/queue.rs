@@ -8,10 +8,11 @@ use crate::cache::{apply_delta, now, Cache, Delta, Fresh, Stamp};
 use crate::error::SqlContext;
 use crate::files::Found;
 use crate::key::{Key, Scalar};
+use crate::statements::Db;
 use crate::stored::{Entry, ValueRef};
 use crate::{Error, Result, WriteOptions};
 use rusqlite::types::ToSqlOutput;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, OptionalExtension};
 
 /// The first number a queue hands out; each side then has 500 trillion numbers (D-057).
 pub const QUEUE_START: i64 = 500_000_000_000_000;
@@ -101,13 +102,13 @@ impl Range {
     }
 
     /// `WHERE` terms selecting exactly this queue's keys; parameters ?1 ?2 (bounds), ?3 ?4 (shape).
-    fn filter(&self) -> &'static str {
-        match self.prefix {
-            Some(_) => {
+    fn filter_for(prefixed: bool) -> &'static str {
+        match prefixed {
+            true => {
                 "key >= ?1 AND key <= ?2 AND raw = 1 AND length(key) = ?3 \
                  AND substr(key, ?4) NOT GLOB '*[^0-9]*'"
             }
-            None => "key >= ?1 AND key <= ?2 AND raw = 1 AND typeof(key) = 'integer' AND ?3 IS NULL AND ?4 IS NULL",
+            false => "key >= ?1 AND key <= ?2 AND raw = 1 AND typeof(key) = 'integer' AND ?3 IS NULL AND ?4 IS NULL",
         }
     }
 
@@ -272,7 +273,7 @@ impl Cache {
         self.write(None, |db, unlink| {
             let (k, raw) = crate::cache::key_sql(key);
             let gone: Option<(i64, Option<String>, i64)> = db
-                .prepare_cached(
+                .held(
                     "DELETE FROM cache WHERE key = ?1 AND raw = ?2 RETURNING rowid, filename, size",
                 )
                 .and_then(|mut st| {
@@ -294,16 +295,11 @@ impl Cache {
     }
 
     /// The first live item of the queue at `side`: (rowid, size, filename, candidate).
-    fn front(&self, db: &Connection, range: &Range, side: Side) -> Result<Option<Front>> {
-        let sql = format!(
-            "SELECT {}, key FROM cache WHERE {} AND (expire_time IS NULL OR expire_time > ?5) ORDER BY key {} LIMIT 1",
-            crate::cache::ROW_COLUMNS,
-            range.filter(),
-            side.order()
-        );
+    fn front(&self, db: &Db, range: &Range, side: Side) -> Result<Option<Front>> {
+        let sql = statement(Statement::Front, range, side);
         let [a, b, c, d] = range.args();
         let row = db
-            .prepare_cached(&sql)
+            .held(sql)
             .and_then(|mut st| {
                 st.query_row(params![a, b, c, d, now()], |r| {
                     Ok((
@@ -342,15 +338,11 @@ impl Cache {
 
 /// The key a push to `side` takes: one past the current end, including expired items, which
 /// keep their numbers until removed.
-fn next_key(db: &Connection, range: &Range, side: Side) -> Result<Key> {
-    let sql = format!(
-        "SELECT key FROM cache WHERE {} ORDER BY key {} LIMIT 1",
-        range.filter(),
-        side.order()
-    );
+fn next_key(db: &Db, range: &Range, side: Side) -> Result<Key> {
+    let sql = statement(Statement::NextKey, range, side);
     let [a, b, c, d] = range.args();
     let end: Option<Key> = db
-        .prepare_cached(&sql)
+        .held(sql)
         .and_then(|mut st| {
             st.query_row(params![a, b, c, d], |r| {
                 Ok(crate::cache::key_from(r.get_ref(0)?, 1))
@@ -378,4 +370,41 @@ fn next_key(db: &Connection, range: &Range, side: Side) -> Result<Key> {
         }
     };
     Ok(range.key(num))
+}
+
+#[derive(Clone, Copy)]
+enum Statement {
+    /// The first live item at a side.
+    Front,
+    /// The key at the end of a side, expired items included.
+    NextKey,
+}
+
+/// The text of a queue statement for this key shape and side, built once per process (the
+/// connection keeps it prepared by its address).
+fn statement(which: Statement, range: &Range, side: Side) -> &'static str {
+    static TEXTS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let texts = TEXTS.get_or_init(|| {
+        let mut texts = Vec::new();
+        for which in [Statement::Front, Statement::NextKey] {
+            for prefixed in [false, true] {
+                for side in [Side::Front, Side::Back] {
+                    let filter = Range::filter_for(prefixed);
+                    let order = side.order();
+                    texts.push(match which {
+                        Statement::Front => format!(
+                            "SELECT {}, key FROM cache WHERE {filter} AND (expire_time IS NULL OR expire_time > ?5) ORDER BY key {order} LIMIT 1",
+                            crate::cache::ROW_COLUMNS,
+                        ),
+                        Statement::NextKey => {
+                            format!("SELECT key FROM cache WHERE {filter} ORDER BY key {order} LIMIT 1")
+                        }
+                    });
+                }
+            }
+        }
+        texts
+    });
+    let index = (which as usize) * 4 + (range.prefix.is_some() as usize) * 2 + (side as usize);
+    &texts[index]
 }

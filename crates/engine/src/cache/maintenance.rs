@@ -100,7 +100,9 @@ impl Cache {
             let batch = self.write(None, |db, unlink| {
                 let rows = select_rows(
                     db,
-                    &format!("SELECT rowid, filename, size FROM cache ORDER BY {order} LIMIT 10"),
+                    crate::statements::interned(format!(
+                        "SELECT rowid, filename, size FROM cache ORDER BY {order} LIMIT 10"
+                    )),
                     [],
                 )?;
                 let mut delta = Delta::default();
@@ -162,7 +164,7 @@ impl Cache {
             )?)
         };
         let files = &self.inner.files;
-        let mut body = |db: &Connection, unlink: &mut Vec<String>| -> Result<()> {
+        let mut body = |db: &Db, unlink: &mut Vec<String>| -> Result<()> {
             let mut delta = Delta::default();
             let mut known = std::collections::HashSet::new();
             {

@@ -10,6 +10,7 @@ use crate::key::{Key, Scalar, RAW_ENCODED, RAW_NATIVE, RAW_PICKLED};
 use crate::lock::DirLock;
 use crate::recent::Recent;
 use crate::settings::{EvictionPolicy, SettingValue, Settings};
+use crate::statements::Db;
 use crate::stored::{checksum, Entry, Kind, StoredValue, ValueFile, ValueRef};
 use crate::{Error, Result};
 use rusqlite::types::{ToSqlOutput, Value as SqlValue, ValueRef as Sql};
@@ -99,7 +100,7 @@ struct Inner {
 
 struct Conn {
     /// Never closed from a process other than the one that opened it (see `Drop`).
-    db: ManuallyDrop<Connection>,
+    db: ManuallyDrop<Db>,
     /// Its entry in the registry a forked child closes inherited connections from (D-028).
     live: conn::Live,
     /// `conn::fork_generation()` when opened: a different one means we are in a forked child.
@@ -123,7 +124,7 @@ impl Conn {
     fn new(db: Connection, generation: u64, immutable: bool) -> Conn {
         Conn {
             live: conn::Live::register(&db),
-            db: ManuallyDrop::new(db),
+            db: ManuallyDrop::new(Db::new(db)),
             fork: conn::fork_generation(),
             depth: 0,
             generation,
@@ -452,7 +453,7 @@ impl Cache {
     /// validates them (`None` where they may not be used; see `Conn::header`).
     pub(crate) fn read_remembering<T>(
         &self,
-        f: impl FnOnce(&Connection, &mut Recent, Option<[u8; 48]>) -> Result<T>,
+        f: impl FnOnce(&Db, &mut Recent, Option<[u8; 48]>) -> Result<T>,
     ) -> Result<T> {
         self.with_conn(|c| {
             let header = c.header();
@@ -461,7 +462,7 @@ impl Cache {
     }
 
     /// Run `f` on this thread's connection with no transaction of its own.
-    pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&Db) -> Result<T>) -> Result<T> {
         self.with_conn(|c| f(&c.db))
     }
 
@@ -513,7 +514,7 @@ impl Cache {
     pub(crate) fn write<T>(
         &self,
         new_file: Option<NewFile>,
-        f: impl FnOnce(&Connection, &mut Vec<String>) -> Result<T>,
+        f: impl FnOnce(&Db, &mut Vec<String>) -> Result<T>,
     ) -> Result<T> {
         self.writable()?;
         let (new_name, dir_lock) = match new_file {

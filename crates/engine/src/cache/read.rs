@@ -124,7 +124,7 @@ impl Cache {
 
     pub(super) fn touch_access(
         &self,
-        db: &Connection,
+        db: &Db,
         rowid: i64,
         policy: EvictionPolicy,
         now: f64,
@@ -134,7 +134,7 @@ impl Cache {
             EvictionPolicy::LeastFrequentlyUsed => "UPDATE cache SET access_count = access_count + 1 WHERE rowid = ?1 AND ?2 IS NOT NULL",
             _ => return Ok(()),
         };
-        db.prepare_cached(sql)
+        db.held(sql)
             .and_then(|mut st| st.execute(params![rowid, now]))
             .ctx("recording an access")?;
         Ok(())
@@ -144,7 +144,7 @@ impl Cache {
         self.with_conn(|c| {
             let (k, raw) = key_sql(key);
             let mut stmt =
-                c.db.prepare_cached("SELECT expire_time FROM cache WHERE key = ?1 AND raw = ?2")
+                c.db.held("SELECT expire_time FROM cache WHERE key = ?1 AND raw = ?2")
                     .ctx("looking up a key")?;
             let expire: Option<Option<f64>> = stmt
                 .query_row(params![k, raw], |r| r.get(0))

@@ -149,11 +149,11 @@ pub(super) struct DeadRow {
 }
 
 pub(super) fn select_rows(
-    db: &Connection,
-    sql: &str,
+    db: &Db,
+    sql: &'static str,
     args: impl rusqlite::Params,
 ) -> Result<Vec<DeadRow>> {
-    let mut stmt = db.prepare_cached(sql).ctx("selecting entries to remove")?;
+    let mut stmt = db.held(sql).ctx("selecting entries to remove")?;
     stmt.query_map(args, |r| {
         Ok(DeadRow {
             rowid: r.get(0)?,
@@ -166,13 +166,13 @@ pub(super) fn select_rows(
 }
 
 pub(super) fn delete_by_rowid(
-    db: &Connection,
+    db: &Db,
     r: &DeadRow,
     unlink: &mut Vec<String>,
     delta: &mut Delta,
 ) -> Result<()> {
     let n = db
-        .prepare_cached("DELETE FROM cache WHERE rowid = ?1")
+        .held("DELETE FROM cache WHERE rowid = ?1")
         .and_then(|mut st| st.execute([r.rowid]))
         .ctx("removing an entry")?;
     if n > 0 {
@@ -184,7 +184,7 @@ pub(super) fn delete_by_rowid(
 }
 
 pub(crate) fn delete_rowid(
-    db: &Connection,
+    db: &Db,
     rowid: i64,
     filename: Option<String>,
     size: i64,
@@ -204,7 +204,7 @@ pub(crate) fn delete_rowid(
 }
 
 pub(super) fn delete_row(
-    db: &Connection,
+    db: &Db,
     row: &Row,
     unlink: &mut Vec<String>,
     delta: &mut Delta,
@@ -222,7 +222,7 @@ pub(super) fn delete_row(
 }
 
 pub(super) fn delete_live(
-    db: &Connection,
+    db: &Db,
     key: &Key,
     now: f64,
     unlink: &mut Vec<String>,
@@ -230,7 +230,7 @@ pub(super) fn delete_live(
 ) -> Result<bool> {
     let (k, raw) = key_sql(key);
     let gone: Option<(Option<String>, i64)> = db
-        .prepare_cached(
+        .held(
             "DELETE FROM cache WHERE key = ?1 AND raw = ?2 AND (expire_time IS NULL OR expire_time > ?3) RETURNING filename, size",
         )
         .and_then(|mut st| st.query_row(params![k, raw, now], |r| Ok((r.get(0)?, r.get(1)?))).optional())
@@ -251,18 +251,18 @@ pub(super) fn live_or_equal(expire_time: Option<f64>, now: f64) -> bool {
 
 /// Run a parameterless statement through the statement cache: BEGIN and COMMIT run on every
 /// write, and parsing them each time showed up in profiles.
-pub(super) fn run(db: &Connection, sql: &str) -> rusqlite::Result<()> {
+pub(super) fn run(db: &Db, sql: &'static str) -> rusqlite::Result<()> {
     if sql.contains(';') {
         return db.execute_batch(sql);
     }
-    db.prepare_cached(sql)?.raw_execute().map(drop)
+    db.held(sql)?.raw_execute().map(drop)
 }
 
-pub(crate) fn apply_delta(db: &Connection, d: &Delta) -> Result<()> {
+pub(crate) fn apply_delta(db: &Db, d: &Delta) -> Result<()> {
     if d.count == 0 && d.size == 0 {
         return Ok(());
     }
-    db.prepare_cached("UPDATE meta SET count = count + ?1, size = size + ?2")
+    db.held("UPDATE meta SET count = count + ?1, size = size + ?2")
         .and_then(|mut st| st.execute(params![d.count, d.size]))
         .ctx("updating the cache's counters")?;
     Ok(())
@@ -271,7 +271,7 @@ pub(crate) fn apply_delta(db: &Connection, d: &Delta) -> Result<()> {
 /// python-diskcache's volume: the database's pages plus the bytes in value files. `committed`
 /// takes the page count from the last commit (D-031), which is cheap and, inside a write, off
 /// only by the pages this write adds; otherwise it is exact.
-pub(super) fn volume(db: &Connection, page_size: i64, committed: bool) -> Result<i64> {
+pub(super) fn volume(db: &Db, page_size: i64, committed: bool) -> Result<i64> {
     let known = if committed {
         crate::recent::committed_pages(db)
     } else {
@@ -280,12 +280,12 @@ pub(super) fn volume(db: &Connection, page_size: i64, committed: bool) -> Result
     let pages: i64 = match known {
         Some(pages) => pages,
         None => db
-            .prepare_cached("PRAGMA page_count")
+            .held("PRAGMA page_count")
             .and_then(|mut st| st.query_row([], |r| r.get(0)))
             .ctx("measuring the cache's volume")?,
     };
     let files: i64 = db
-        .prepare_cached("SELECT size FROM meta")
+        .held("SELECT size FROM meta")
         .and_then(|mut st| st.query_row([], |r| r.get(0)))
         .ctx("measuring the cache's volume")?;
     Ok(pages * page_size + files)

@@ -47,10 +47,10 @@ impl Cache {
         Ok((prepared, Some((name, lock))))
     }
 
-    pub(super) fn read_row(&self, db: &Connection, key: &Key) -> Result<Option<Row>> {
+    pub(super) fn read_row(&self, db: &Db, key: &Key) -> Result<Option<Row>> {
         let (k, raw) = key_sql(key);
         let mut stmt = db
-            .prepare_cached(concat!(
+            .held(concat!(
                 "SELECT ",
                 row_columns!(),
                 " FROM cache WHERE key = ?1 AND raw = ?2"
@@ -115,7 +115,7 @@ impl Cache {
 
     /// A value file named by a row was missing. Inside a read that raced a delete that is a
     /// miss; if the row still names it, the cache was damaged.
-    pub(super) fn missing_file(&self, db: &Connection, key: &Key, name: &str) -> Result<bool> {
+    pub(super) fn missing_file(&self, db: &Db, key: &Key, name: &str) -> Result<bool> {
         let still = self
             .read_row(db, key)?
             .and_then(|r| r.filename)

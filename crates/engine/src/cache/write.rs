@@ -74,14 +74,19 @@ impl Cache {
         self.write(file, |db, unlink| {
             let (k, raw) = key_sql(key);
             let existing: Option<Option<f64>> = db
-                .prepare_cached("SELECT expire_time FROM cache WHERE key = ?1 AND raw = ?2")
+                .held("SELECT expire_time FROM cache WHERE key = ?1 AND raw = ?2")
                 .and_then(|mut st| st.query_row(params![k, raw], |r| r.get(0)).optional())
                 .ctx("adding an entry")?;
             if existing.is_some_and(|e| live(e, now)) {
                 unlink.extend(new_file);
                 return Ok(false);
             }
-            self.store(db, key, &prepared, &stamp, Fresh::Maybe, unlink)?;
+            let fresh = if existing.is_none() {
+                Fresh::Known
+            } else {
+                Fresh::Maybe
+            };
+            self.store(db, key, &prepared, &stamp, fresh, unlink)?;
             Ok(true)
         })
     }
@@ -152,7 +157,7 @@ impl Cache {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn upsert(
         &self,
-        db: &Connection,
+        db: &Db,
         key: &Key,
         p: &Prepared<'_>,
         stamp: &Stamp<'_>,
@@ -169,9 +174,7 @@ impl Cache {
         let old: Option<(i64, Option<String>, i64)> = match fresh {
             Fresh::Known => None,
             Fresh::Maybe => db
-                .prepare_cached(
-                    "SELECT rowid, filename, size FROM cache WHERE key = ?1 AND raw = ?2",
-                )
+                .held("SELECT rowid, filename, size FROM cache WHERE key = ?1 AND raw = ?2")
                 .and_then(|mut st| {
                     st.query_row(params![k, raw], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
                         .optional()
@@ -182,7 +185,7 @@ impl Cache {
         let tag = scalar_sql(tag);
         match old {
             Some((rowid, old_file, old_size)) => {
-                db.prepare_cached(
+                db.held(
                     "UPDATE cache SET store_time = ?1, expire_time = ?2, access_time = ?1, access_count = 0, \
                      tag = ?3, size = ?4, kind = ?5, crc = ?6, filename = ?7, value = ?8 WHERE rowid = ?9",
                 )
@@ -194,7 +197,7 @@ impl Cache {
                 delta.size += p.size - old_size;
             }
             None => {
-                db.prepare_cached(
+                db.held(
                     "INSERT INTO cache (key, raw, store_time, expire_time, access_time, access_count, tag, size, kind, crc, filename, value) \
                      VALUES (?1, ?2, ?3, ?4, ?3, 0, ?5, ?6, ?7, ?8, ?9, ?10)",
                 )
@@ -212,7 +215,7 @@ impl Cache {
     /// One entry written the way every write does it: upsert, cull on write, update the counters.
     pub(crate) fn store(
         &self,
-        db: &Connection,
+        db: &Db,
         key: &Key,
         p: &Prepared<'_>,
         stamp: &Stamp<'_>,
@@ -229,7 +232,7 @@ impl Cache {
     /// volume is at least `size_limit`, up to the rest of `cull_limit` by the eviction policy.
     pub(crate) fn cull_in(
         &self,
-        db: &Connection,
+        db: &Db,
         now: f64,
         unlink: &mut Vec<String>,
         delta: &mut Delta,
@@ -261,7 +264,7 @@ impl Cache {
         }
         let victims = select_rows(
             db,
-            &format!("SELECT rowid, filename, size FROM cache ORDER BY {order} LIMIT CAST(?1 AS INTEGER)"),
+            crate::statements::interned(format!("SELECT rowid, filename, size FROM cache ORDER BY {order} LIMIT CAST(?1 AS INTEGER)")),
             params![limit],
         )?;
         for r in &victims {
@@ -324,7 +327,7 @@ impl Cache {
             let now = now();
             let (k, raw) = key_sql(key);
             let n = db
-                .prepare_cached(
+                .held(
                     "UPDATE cache SET expire_time = ?3 WHERE key = ?1 AND raw = ?2 AND (expire_time IS NULL OR expire_time > ?4)",
                 )
                 .and_then(|mut st| st.execute(params![k, raw, expire.map(|e| now + e), now]))
@@ -340,7 +343,7 @@ impl Cache {
             let now = now();
             let (k, raw) = key_sql(key);
             let old = db
-                .prepare_cached("SELECT rowid, expire_time, kind, crc, filename, value FROM cache WHERE key = ?1 AND raw = ?2")
+                .held("SELECT rowid, expire_time, kind, crc, filename, value FROM cache WHERE key = ?1 AND raw = ?2")
                 .and_then(|mut st| {
                     st.query_row(params![k, raw], |r| {
                         let int = match (r.get::<_, i64>(2)?, r.get::<_, Option<String>>(4)?, r.get_ref(5)?) {
@@ -373,12 +376,12 @@ impl Cache {
                 return Err(Error::corrupt("a stored value does not match its checksum; the bytes on disk were damaged"));
             }
             let Some(value) = current.checked_add(delta) else { return Ok(Incr::NotInt) };
-            let access = match policy {
-                EvictionPolicy::LeastRecentlyUsed => ", access_time = ?1",
-                EvictionPolicy::LeastFrequentlyUsed => ", access_count = access_count + 1",
-                _ => "",
+            let sql = match policy {
+                EvictionPolicy::LeastRecentlyUsed => "UPDATE cache SET store_time = ?1, value = ?2, crc = ?3, access_time = ?1 WHERE rowid = ?4",
+                EvictionPolicy::LeastFrequentlyUsed => "UPDATE cache SET store_time = ?1, value = ?2, crc = ?3, access_count = access_count + 1 WHERE rowid = ?4",
+                _ => "UPDATE cache SET store_time = ?1, value = ?2, crc = ?3 WHERE rowid = ?4",
             };
-            db.prepare_cached(&format!("UPDATE cache SET store_time = ?1, value = ?2, crc = ?3{access} WHERE rowid = ?4"))
+            db.held(sql)
                 .and_then(|mut st| st.execute(params![now, value, checksum(&value.to_le_bytes()), rowid]))
                 .ctx("incrementing an entry")?;
             Ok(Incr::Value(value))

@@ -1,0 +1,114 @@
+//! A connection with its hot statements kept prepared and found by the address of their SQL
+//! text (D-031).
+//!
+//! rusqlite's statement cache hashes the SQL text twice and copies it into a new `Arc<str>` on
+//! every use, about 100 ns here; a small write runs five or six statements. The statements of
+//! the hot paths are `&'static str` literals, so their address is a key that costs nothing.
+//! Anything else still goes through `prepare_cached`.
+
+use rusqlite::{Connection, Statement};
+use std::cell::RefCell;
+use std::ops::{Deref, DerefMut};
+use std::sync::Mutex;
+
+/// Statement text assembled at run time from a few fixed parts (an eviction policy's column,
+/// a queue's side), kept for the life of the process so [`Db::held`] can key it by address.
+/// Only for text drawn from a small fixed set: each distinct text is kept once.
+pub(crate) fn interned(sql: String) -> &'static str {
+    static SEEN: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(s) = seen.iter().find(|s| **s == sql) {
+        return s;
+    }
+    let s: &'static str = Box::leak(sql.into_boxed_str());
+    seen.push(s);
+    s
+}
+
+pub(crate) struct Db {
+    /// Declared before `conn`, so dropped first: statements are finalized before the
+    /// connection closes. Each borrows `*conn`, whose box never moves.
+    held: RefCell<Vec<(usize, Statement<'static>)>>,
+    conn: Box<Connection>,
+}
+
+// SAFETY: the statements and the connection they belong to move between threads together, as
+// one value; rusqlite's `Connection` is `Send` for the same reason (SQLite allows a connection
+// and its statements to be used from any one thread at a time). `Held` borrows `Db`, so a
+// statement cannot be used while `Db` is moved.
+unsafe impl Send for Db {}
+
+impl Db {
+    pub(crate) fn new(conn: Connection) -> Db {
+        Db {
+            held: RefCell::new(Vec::new()),
+            conn: Box::new(conn),
+        }
+    }
+
+    /// The prepared statement for `sql`, a literal; it goes back to the connection when the
+    /// returned guard drops.
+    pub(crate) fn held(&self, sql: &'static str) -> rusqlite::Result<Held<'_>> {
+        let key = sql.as_ptr() as usize;
+        let found = {
+            let mut held = self.held.borrow_mut();
+            held.iter()
+                .position(|(k, _)| *k == key)
+                .map(|i| held.swap_remove(i).1)
+        };
+        let stmt = match found {
+            Some(stmt) => stmt,
+            None => {
+                let stmt = self.conn.prepare(sql)?;
+                // SAFETY: the statement borrows `*self.conn`, which lives in a box that is
+                // neither moved nor dropped before `held` (field order), and `Held` hands it
+                // out only for the lifetime of `&self`.
+                unsafe { std::mem::transmute::<Statement<'_>, Statement<'static>>(stmt) }
+            }
+        };
+        Ok(Held {
+            db: self,
+            key,
+            stmt: Some(stmt),
+        })
+    }
+}
+
+impl Deref for Db {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        &self.conn
+    }
+}
+
+pub(crate) struct Held<'a> {
+    db: &'a Db,
+    key: usize,
+    stmt: Option<Statement<'static>>,
+}
+
+impl<'a> Deref for Held<'a> {
+    type Target = Statement<'a>;
+
+    fn deref(&self) -> &Statement<'a> {
+        self.stmt.as_ref().expect("present until dropped")
+    }
+}
+
+impl<'a> DerefMut for Held<'a> {
+    fn deref_mut(&mut self) -> &mut Statement<'a> {
+        let stmt: *mut Statement<'static> = self.stmt.as_mut().expect("present until dropped");
+        // SAFETY: only shortens the borrow of the connection to `'a`, which the connection
+        // outlives; nothing can be stored in the statement through it for longer.
+        unsafe { &mut *stmt.cast::<Statement<'a>>() }
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if let Some(stmt) = self.stmt.take() {
+            self.db.held.borrow_mut().push((self.key, stmt));
+        }
+    }
+}
