@@ -6,6 +6,7 @@
 //! relative to the cache directory, so a row can never make us read or delete outside it.
 
 use crate::settings::SettingValue;
+use crate::stored::{checksum, Checksum};
 use crate::{Error, Result};
 use std::ffi::CString;
 use std::fs::File;
@@ -336,7 +337,7 @@ impl ValueFiles {
     pub(crate) fn write_from(&self, name: &str, reader: &mut dyn Read) -> Result<(u64, u32)> {
         let mut f = self.create(name)?;
         let mut buf = vec![0u8; 1 << 20];
-        let (mut size, mut crc) = (0u64, 0u32);
+        let (mut size, mut crc) = (0u64, Checksum::new());
         let result = (|| -> io::Result<()> {
             loop {
                 let n = match reader.read(&mut buf) {
@@ -346,7 +347,7 @@ impl ValueFiles {
                     Err(e) => return Err(e),
                 };
                 f.write_all(&buf[..n])?;
-                crc = crc32c::crc32c_append(crc, &buf[..n]);
+                crc.update(&buf[..n]);
                 size += n as u64;
             }
         })();
@@ -359,7 +360,7 @@ impl ValueFiles {
                 e,
             ));
         }
-        Ok((size, crc))
+        Ok((size, crc.value()))
     }
 
     fn create(&self, name: &str) -> Result<File> {
@@ -398,7 +399,7 @@ impl ValueFiles {
         let mut data = Vec::with_capacity(len);
         f.read_to_end(&mut data)
             .map_err(|e| Error::io("reading a value file", Some(self.path(name)), e))?;
-        if crc32c::crc32c(&data) != crc {
+        if checksum(&data) != crc {
             return Err(checksum_error(name));
         }
         Ok(Found::Yes(data))
@@ -420,7 +421,7 @@ impl ValueFiles {
         }
         f.read_exact(buf)
             .map_err(|e| Error::io("reading a value file", Some(self.path(name)), e))?;
-        if crc32c::crc32c(buf) != crc {
+        if checksum(buf) != crc {
             return Err(checksum_error(name));
         }
         Ok(Found::Yes(()))
@@ -433,7 +434,7 @@ impl ValueFiles {
             Found::Missing => return Ok(Found::Missing),
         };
         let mut buf = vec![0u8; 1 << 20];
-        let (mut size, mut actual) = (0u64, 0u32);
+        let (mut size, mut actual) = (0u64, Checksum::new());
         loop {
             let n = f
                 .read(&mut buf)
@@ -441,10 +442,10 @@ impl ValueFiles {
             if n == 0 {
                 break;
             }
-            actual = crc32c::crc32c_append(actual, &buf[..n]);
+            actual.update(&buf[..n]);
             size += n as u64;
         }
-        if actual != crc {
+        if actual.value() != crc {
             return Err(checksum_error(name));
         }
         Ok(Found::Yes(size))

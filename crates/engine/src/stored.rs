@@ -148,6 +148,26 @@ pub struct Entry {
     pub tag: Option<crate::Scalar>,
 }
 
+/// The CRC32C (Castagnoli) stored with every value (D-002). `crc-fast` folds with carry-less
+/// multiplication where the CPU has it: half the time of a `crc32` instruction loop on a 1 MB
+/// value here, and the same result everywhere.
 pub fn checksum(bytes: &[u8]) -> u32 {
-    crc32c::crc32c(bytes)
+    crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, bytes) as u32
+}
+
+/// [`checksum`] of bytes that arrive in pieces (value files streamed in or out).
+pub(crate) struct Checksum(crc_fast::Digest);
+
+impl Checksum {
+    pub(crate) fn new() -> Checksum {
+        Checksum(crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi))
+    }
+
+    pub(crate) fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    pub(crate) fn value(&self) -> u32 {
+        self.0.finalize() as u32
+    }
 }
