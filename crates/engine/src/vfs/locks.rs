@@ -306,14 +306,14 @@ impl Conn {
             let node = unsafe { &mut *node_ptr };
             for i in 0..NLOCK {
                 if shared & (1 << i) != 0 {
-                    node.shared[i] -= 1;
+                    node.shared[i] = node.shared[i].saturating_sub(1);
                 }
                 if exclusive & (1 << i) != 0 {
                     node.exclusive[i] = false;
                 }
             }
             node.settle(0);
-            node.files -= 1;
+            node.files = node.files.saturating_sub(1);
             if node.files == 0 {
                 let fd = node.fd;
                 nodes.retain(|n| !std::ptr::eq(&**n, node_ptr));
@@ -347,7 +347,7 @@ impl Conn {
                 }
                 for i in first..first + n {
                     if held_shared & (1 << i) != 0 {
-                        node.shared[i] -= 1;
+                        node.shared[i] = node.shared[i].saturating_sub(1);
                     }
                     if held_exclusive & (1 << i) != 0 {
                         node.exclusive[i] = false;

@@ -132,7 +132,13 @@ unsafe extern "C" fn open(
         }
         if flags & ffi::SQLITE_OPEN_MAIN_DB != 0 && !name.is_null() {
             let real = (*file).pMethods;
-            if (*real).iVersion >= 2 && (*real).xShmLock.is_some() {
+            let m = &*real;
+            if m.iVersion >= 2
+                && m.xShmMap.is_some()
+                && m.xShmLock.is_some()
+                && m.xShmUnmap.is_some()
+                && m.xClose.is_some()
+            {
                 let path = CStr::from_ptr(name);
                 *slot = Box::into_raw(Box::new(Db {
                     real,
