@@ -2,9 +2,10 @@
 
 use crate::error::SqlContext;
 use crate::settings::Settings;
+use crate::spin::SpinLocked;
 use crate::Result;
 use rusqlite::{ffi, Connection, OpenFlags};
-use std::cell::{Cell, UnsafeCell};
+use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_void};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -276,62 +277,13 @@ thread_local! {
     static DEPTH: Cell<u32> = const { Cell::new(0) };
 }
 
-/// The live engine connections of this process. A spin lock rather than a `Mutex`: the prepare
-/// handler takes it and both after-fork handlers release it, so no copy is ever made locked.
-struct Registry {
-    locked: AtomicBool,
-    entries: UnsafeCell<Vec<Entry>>,
-}
-
-// SAFETY: `entries` is only touched with `locked` held.
-unsafe impl Sync for Registry {}
-
-static REGISTRY: Registry = Registry {
-    locked: AtomicBool::new(false),
-    entries: UnsafeCell::new(Vec::new()),
-};
+/// The live engine connections of this process.
+static REGISTRY: SpinLocked<Vec<Entry>> = SpinLocked::new(Vec::new());
 
 struct Entry {
     handle: usize,
     fork: u64,
     in_call: Arc<AtomicBool>,
-}
-
-impl Registry {
-    fn lock(&self) {
-        let mut spins = 0u32;
-        while self
-            .locked
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            spins += 1;
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else if spins < 128 {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(Duration::from_micros(50));
-            }
-        }
-    }
-
-    fn unlock(&self) {
-        self.locked.store(false, Ordering::Release);
-    }
-
-    fn with<T>(&self, f: impl FnOnce(&mut Vec<Entry>) -> T) -> T {
-        struct Unlock<'a>(&'a Registry);
-        impl Drop for Unlock<'_> {
-            fn drop(&mut self) {
-                self.0.unlock();
-            }
-        }
-        self.lock();
-        let _unlock = Unlock(self);
-        // SAFETY: the lock is held until `_unlock` drops, and `f` cannot re-enter (it is private).
-        f(unsafe { &mut *self.entries.get() })
-    }
 }
 
 fn install() {

@@ -28,6 +28,7 @@ mod lock;
 mod queue;
 mod recent;
 mod settings;
+mod spin;
 mod statements;
 mod stored;
 pub mod value;

@@ -16,11 +16,11 @@
 //! Everything is guarded by one spin lock, which the fork handlers hold across `fork()`; in a
 //! child the kernel holds none of the parent's locks, so the record of what is held is cleared.
 
+use crate::spin::SpinLocked;
 use rusqlite::ffi;
-use std::cell::{Cell, UnsafeCell};
+use std::cell::Cell;
 use std::ffi::{c_int, CStr, CString};
 use std::os::unix::ffi::OsStrExt;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Byte of the `-shm` file that SQLite's unix VFS locks for WAL index lock 0 (`UNIX_SHM_BASE`).
 const BASE: i64 = 120;
@@ -117,77 +117,32 @@ fn system_lock(fd: c_int, kind: Held, first: usize, n: usize) -> bool {
     unsafe { libc::fcntl(fd, libc::F_SETLK, &lock) == 0 }
 }
 
-struct State {
-    locked: AtomicBool,
-    // Boxed: connections keep pointers to their node while the list grows and shrinks.
-    #[allow(clippy::vec_box)]
-    nodes: UnsafeCell<Vec<Box<Node>>>,
-}
-
-// SAFETY: `nodes`, and every node, is only touched with `locked` held.
-unsafe impl Sync for State {}
-
-static STATE: State = State {
-    locked: AtomicBool::new(false),
-    nodes: UnsafeCell::new(Vec::new()),
-};
+// Boxed: connections keep pointers to their node while the list grows and shrinks.
+#[allow(clippy::vec_box)]
+static NODES: SpinLocked<Vec<Box<Node>>> = SpinLocked::new(Vec::new());
 
 thread_local! {
     /// This thread held a release back and has not yet settled it.
     static HELD_BACK: Cell<bool> = const { Cell::new(false) };
 }
 
-fn lock_state() {
-    let mut spins = 0u32;
-    while STATE
-        .locked
-        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-        .is_err()
-    {
-        spins += 1;
-        if spins < 100 {
-            std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
-        }
-    }
-}
-
-fn unlock_state() {
-    STATE.locked.store(false, Ordering::Release);
-}
-
-#[allow(clippy::vec_box)]
-fn with_state<T>(f: impl FnOnce(&mut Vec<Box<Node>>) -> T) -> T {
-    struct Unlock;
-    impl Drop for Unlock {
-        fn drop(&mut self) {
-            unlock_state();
-        }
-    }
-    lock_state();
-    let _unlock = Unlock;
-    // SAFETY: the spin lock is held until `_unlock` drops; `f` does not re-enter.
-    f(unsafe { &mut *STATE.nodes.get() })
-}
-
 /// Held by the `pthread_atfork` prepare handler so the state is never copied mid-change.
 pub(crate) fn before_fork() {
-    lock_state();
+    NODES.lock();
 }
 
 pub(crate) fn after_fork_in_parent() {
-    unlock_state();
+    NODES.unlock();
 }
 
 /// The child holds none of the parent's POSIX locks.
 pub(crate) fn after_fork_in_child() {
     // SAFETY: the forking thread took the lock in `before_fork`; it is the only thread here.
-    for node in unsafe { &mut *STATE.nodes.get() } {
+    for node in unsafe { NODES.held() } {
         node.kernel = [Held::None; NLOCK];
     }
     HELD_BACK.with(|h| h.set(false));
-    unlock_state();
+    NODES.unlock();
 }
 
 /// Some descriptor of this process on the `-shm` file at `shm` was closed, which dropped every
@@ -202,7 +157,7 @@ pub(crate) fn kernel_dropped_locks(shm: &std::path::Path) {
         return;
     };
     let Some(key) = file_key(&db) else { return };
-    with_state(|nodes| {
+    NODES.with(|nodes| {
         for node in nodes.iter_mut().filter(|n| n.key == key) {
             node.kernel = [Held::None; NLOCK];
         }
@@ -215,7 +170,7 @@ pub(crate) fn settle() {
     if !HELD_BACK.with(|h| h.replace(false)) {
         return;
     }
-    with_state(|nodes| {
+    NODES.with(|nodes| {
         for node in nodes.iter_mut() {
             node.settle(0);
         }
@@ -257,7 +212,7 @@ impl Conn {
         let Some(key) = file_key(&self.db_path) else {
             return ffi::SQLITE_IOERR_SHMOPEN;
         };
-        with_state(|nodes| {
+        NODES.with(|nodes| {
             if let Some(node) = nodes.iter_mut().find(|n| n.key == key) {
                 node.files += 1;
                 self.node = &mut **node;
@@ -301,7 +256,7 @@ impl Conn {
         let (shared, exclusive) = (self.shared, self.exclusive);
         self.shared = 0;
         self.exclusive = 0;
-        with_state(|nodes| {
+        NODES.with(|nodes| {
             // SAFETY: nodes live in the list until removed below, under the lock.
             let node = unsafe { &mut *node_ptr };
             for i in 0..NLOCK {
@@ -334,7 +289,7 @@ impl Conn {
         let (first, n) = (ofst as usize, n as usize);
         let mask: u16 = (((1u32 << n) - 1) << first) as u16;
         let node_ptr = self.node;
-        with_state(|_| {
+        NODES.with(|_| {
             // SAFETY: attached nodes stay in the list while attached; the lock is held.
             let node = unsafe { &mut *node_ptr };
             let unlock = flags & ffi::SQLITE_SHM_UNLOCK != 0;
