@@ -4,26 +4,12 @@
 //! rusqlite's statement cache hashes the SQL text twice and copies it into a new `Arc<str>` on
 //! every use, about 100 ns here; a small write runs five or six statements. The statements of
 //! the hot paths are `&'static str` literals, so their address is a key that costs nothing.
-//! Anything else still goes through `prepare_cached`.
+//! Anything else still goes through `prepare_cached`. Text chosen from a small fixed set (a
+//! queue's side and key shape) is built once per process and keeps its address.
 
 use rusqlite::{Connection, Statement};
 use std::cell::RefCell;
 use std::ops::{Deref, DerefMut};
-use std::sync::Mutex;
-
-/// Statement text assembled at run time from a few fixed parts (an eviction policy's column,
-/// a queue's side), kept for the life of the process so [`Db::held`] can key it by address.
-/// Only for text drawn from a small fixed set: each distinct text is kept once.
-pub(crate) fn interned(sql: String) -> &'static str {
-    static SEEN: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
-    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(s) = seen.iter().find(|s| **s == sql) {
-        return s;
-    }
-    let s: &'static str = Box::leak(sql.into_boxed_str());
-    seen.push(s);
-    s
-}
 
 pub(crate) struct Db {
     /// Declared before `conn`, so dropped first: statements are finalized before the

@@ -93,18 +93,12 @@ impl Cache {
         let now = now();
         let mut count = self.expire(Some(now))?;
         let s = self.hot();
-        let Some(order) = policy_order(s.eviction_policy) else {
+        let Some(victims) = policy_victims(s.eviction_policy) else {
             return Ok(0);
         };
         while self.volume()? > s.size_limit as u64 {
             let batch = self.write(None, |db, unlink| {
-                let rows = select_rows(
-                    db,
-                    crate::statements::interned(format!(
-                        "SELECT rowid, filename, size FROM cache ORDER BY {order} LIMIT 10"
-                    )),
-                    [],
-                )?;
+                let rows = select_rows(db, victims, [10])?;
                 let mut delta = Delta::default();
                 for r in &rows {
                     delete_by_rowid(db, r, unlink, &mut delta)?;

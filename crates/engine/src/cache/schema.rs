@@ -258,11 +258,18 @@ pub(super) fn setting_from(v: Sql<'_>) -> Option<SettingValue> {
     }
 }
 
-pub(super) fn policy_order(policy: EvictionPolicy) -> Option<&'static str> {
+/// The policy's eviction order: up to `?1` entries to evict first. None for `none`.
+pub(super) fn policy_victims(policy: EvictionPolicy) -> Option<&'static str> {
     match policy {
-        EvictionPolicy::LeastRecentlyStored => Some("store_time"),
-        EvictionPolicy::LeastRecentlyUsed => Some("access_time"),
-        EvictionPolicy::LeastFrequentlyUsed => Some("access_count"),
+        EvictionPolicy::LeastRecentlyStored => Some(
+            "SELECT rowid, filename, size FROM cache ORDER BY store_time LIMIT CAST(?1 AS INTEGER)",
+        ),
+        EvictionPolicy::LeastRecentlyUsed => Some(
+            "SELECT rowid, filename, size FROM cache ORDER BY access_time LIMIT CAST(?1 AS INTEGER)",
+        ),
+        EvictionPolicy::LeastFrequentlyUsed => Some(
+            "SELECT rowid, filename, size FROM cache ORDER BY access_count LIMIT CAST(?1 AS INTEGER)",
+        ),
         EvictionPolicy::None => None,
     }
 }

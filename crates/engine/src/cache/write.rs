@@ -254,7 +254,7 @@ impl Cache {
         if limit == 0 {
             return Ok(());
         }
-        let Some(order) = policy_order(s.eviction_policy) else {
+        let Some(victims) = policy_victims(s.eviction_policy) else {
             return Ok(());
         };
         apply_delta(db, delta)?; // volume() reads meta.size
@@ -262,11 +262,7 @@ impl Cache {
         if volume(db, self.inner.page_size, true)? < s.size_limit {
             return Ok(());
         }
-        let victims = select_rows(
-            db,
-            crate::statements::interned(format!("SELECT rowid, filename, size FROM cache ORDER BY {order} LIMIT CAST(?1 AS INTEGER)")),
-            params![limit],
-        )?;
+        let victims = select_rows(db, victims, params![limit])?;
         for r in &victims {
             delete_by_rowid(db, r, unlink, delta)?;
         }
