@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from diskcache_oxide import Cache
+from diskcache_oxide import Cache, JobQueue
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads Linux fcntl locks")
 
@@ -59,11 +59,23 @@ def test_no_lock_outlives_a_call(tmp_path: Path) -> None:
             lambda: cache.push("job", prefix="q"),
             lambda: cache.pull(prefix="q"),
             lambda: cache.set_many({i: i for i in range(50)}),
+            lambda: len(cache),
+            lambda: list(cache),
+            lambda: cache.check(),
+            lambda: cache.pull(prefix="q", timeout=0.05),
             lambda: cache.clear(),
         ]
         for call in calls:
             call()
             assert locks_held(str(tmp_path)) == NOTHING
+        jobs = JobQueue(cache)
+        job_calls = [lambda: jobs.put("work"), lambda: jobs.finish(jobs.take())]
+        for call in job_calls:
+            call()
+            assert locks_held(str(tmp_path)) == NOTHING
+    # Opening an existing cache, too, leaves nothing held.
+    with Cache(str(tmp_path)):
+        assert locks_held(str(tmp_path)) == NOTHING
 
 
 def test_a_transaction_holds_the_write_lock_until_it_ends(tmp_path: Path) -> None:
