@@ -126,16 +126,7 @@ unsafe extern "C" fn after_commit(
     if frames >= RESTART_FRAMES && now >= RESTART_NOT_BEFORE.load(Ordering::Relaxed) {
         let _wait = Deadline::shorten(RESTART_WAIT);
         // SAFETY: SQLite hands the hook its open connection and the database's name.
-        let rc = unsafe {
-            ffi::sqlite3_wal_checkpoint_v2(
-                db,
-                name,
-                ffi::SQLITE_CHECKPOINT_RESTART,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-            )
-        };
-        if rc == ffi::SQLITE_OK {
+        if unsafe { checkpoint(db, name, ffi::SQLITE_CHECKPOINT_RESTART) } == ffi::SQLITE_OK {
             return ffi::SQLITE_OK;
         }
         // Another process's checkpoint makes this fail at once, costing nothing: the next
@@ -162,16 +153,17 @@ unsafe extern "C" fn after_commit(
     }
     // SAFETY: as above. A checkpoint that fails is retried after a later commit; it never
     // fails the commit that has already happened.
-    unsafe {
-        ffi::sqlite3_wal_checkpoint_v2(
-            db,
-            name,
-            ffi::SQLITE_CHECKPOINT_PASSIVE,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-        )
-    };
+    unsafe { checkpoint(db, name, ffi::SQLITE_CHECKPOINT_PASSIVE) };
     ffi::SQLITE_OK
+}
+
+/// # Safety
+/// `db` is an open connection and `name` one of its database names.
+unsafe fn checkpoint(db: *mut ffi::sqlite3, name: *const c_char, mode: c_int) -> c_int {
+    // SAFETY: per the contract; SQLite accepts null for the two counts it can report.
+    unsafe {
+        ffi::sqlite3_wal_checkpoint_v2(db, name, mode, std::ptr::null_mut(), std::ptr::null_mut())
+    }
 }
 
 /// Our VFS (D-029), registered on first use.

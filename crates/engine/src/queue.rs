@@ -103,12 +103,11 @@ impl Range {
 
     /// `WHERE` terms selecting exactly this queue's keys; parameters ?1 ?2 (bounds), ?3 ?4 (shape).
     fn filter_for(prefixed: bool) -> &'static str {
-        match prefixed {
-            true => {
-                "key >= ?1 AND key <= ?2 AND raw = 1 AND length(key) = ?3 \
-                 AND substr(key, ?4) NOT GLOB '*[^0-9]*'"
-            }
-            false => "key >= ?1 AND key <= ?2 AND raw = 1 AND typeof(key) = 'integer' AND ?3 IS NULL AND ?4 IS NULL",
+        if prefixed {
+            "key >= ?1 AND key <= ?2 AND raw = 1 AND length(key) = ?3 \
+             AND substr(key, ?4) NOT GLOB '*[^0-9]*'"
+        } else {
+            "key >= ?1 AND key <= ?2 AND raw = 1 AND typeof(key) = 'integer' AND ?3 IS NULL AND ?4 IS NULL"
         }
     }
 
@@ -296,7 +295,7 @@ impl Cache {
 
     /// The first live item of the queue at `side`: (rowid, size, filename, candidate).
     fn front(&self, db: &Db, range: &Range, side: Side) -> Result<Option<Front>> {
-        let sql = statement(Statement::Front, range, side);
+        let sql = statement(QueueSql::Front, range, side);
         let [a, b, c, d] = range.args();
         let row = db
             .held(sql)
@@ -339,7 +338,7 @@ impl Cache {
 /// The key a push to `side` takes: one past the current end, including expired items, which
 /// keep their numbers until removed.
 fn next_key(db: &Db, range: &Range, side: Side) -> Result<Key> {
-    let sql = statement(Statement::NextKey, range, side);
+    let sql = statement(QueueSql::NextKey, range, side);
     let [a, b, c, d] = range.args();
     let end: Option<Key> = db
         .held(sql)
@@ -373,7 +372,7 @@ fn next_key(db: &Db, range: &Range, side: Side) -> Result<Key> {
 }
 
 #[derive(Clone, Copy)]
-enum Statement {
+enum QueueSql {
     /// The first live item at a side.
     Front,
     /// The key at the end of a side, expired items included.
@@ -382,21 +381,21 @@ enum Statement {
 
 /// The text of a queue statement for this key shape and side, built once per process (the
 /// connection keeps it prepared by its address).
-fn statement(which: Statement, range: &Range, side: Side) -> &'static str {
+fn statement(which: QueueSql, range: &Range, side: Side) -> &'static str {
     static TEXTS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
     let texts = TEXTS.get_or_init(|| {
         let mut texts = Vec::new();
-        for which in [Statement::Front, Statement::NextKey] {
+        for which in [QueueSql::Front, QueueSql::NextKey] {
             for prefixed in [false, true] {
                 for side in [Side::Front, Side::Back] {
                     let filter = Range::filter_for(prefixed);
                     let order = side.order();
                     texts.push(match which {
-                        Statement::Front => format!(
+                        QueueSql::Front => format!(
                             "SELECT {}, key FROM cache WHERE {filter} AND (expire_time IS NULL OR expire_time > ?5) ORDER BY key {order} LIMIT 1",
                             crate::cache::ROW_COLUMNS,
                         ),
-                        Statement::NextKey => {
+                        QueueSql::NextKey => {
                             format!("SELECT key FROM cache WHERE {filter} ORDER BY key {order} LIMIT 1")
                         }
                     });

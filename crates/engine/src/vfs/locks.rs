@@ -313,11 +313,8 @@ impl Conn {
                 // Hold back: a read slot released from exclusive (SQLite takes it shared next),
                 // and the write lock while the connection still holds its read slot (both are
                 // dropped together when the transaction ends).
-                let hold_back = if exclusive {
-                    first >= FIRST_READ_SLOT || (first == 0 && n == 1 && self.shared != 0)
-                } else {
-                    false
-                };
+                let hold_back = exclusive
+                    && (first >= FIRST_READ_SLOT || (first == 0 && n == 1 && self.shared != 0));
                 if hold_back {
                     HELD_BACK.with(|h| h.set(true));
                 } else {
