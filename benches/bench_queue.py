@@ -772,6 +772,11 @@ def main(argv: list[str] | None = None) -> int:
         + ("every target met" if not missed else "targets missed: " + "; ".join(missed))
         + f"  ({elapsed:.0f} s)"
     )
+    if missed:
+        print(
+            "Why push and pull stay below, and what closing them would cost: "
+            "docs/decisions/D-016-where-the-time-goes.md"
+        )
     path = Path(args.json)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=2))
