@@ -24,12 +24,10 @@ Results are also written as JSON to benches/results/latest.json (or --json PATH)
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import platform
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -38,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import diskcache
+from timing import summarize, time_each
 
 try:
     import diskcache_oxide
@@ -76,40 +75,6 @@ def target_for(op: str) -> float | None:
         if op.startswith(prefix):
             return TARGETS[prefix]
     return None
-
-
-# ----------------------------------------------------------------------------- timing
-
-
-def time_each(fn: Callable[[int], Any], iterations: int, warmup: int) -> list[int]:
-    """Call fn(i) for warm-up then for ``iterations`` timed calls; return ns per call."""
-    for i in range(warmup):
-        fn(-1 - i)
-    samples = [0] * iterations
-    clock = time.perf_counter_ns
-    gc_was_enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        for i in range(iterations):
-            start = clock()
-            fn(i)
-            samples[i] = clock() - start
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    return samples
-
-
-def summarize(samples_ns: list[int], items_per_call: int = 1) -> dict[str, float]:
-    ordered = sorted(samples_ns)
-    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-    return {
-        "median_us": statistics.median(ordered) / 1000 / items_per_call,
-        "p99_us": p99 / 1000 / items_per_call,
-        "mean_us": statistics.fmean(ordered) / 1000 / items_per_call,
-        "n": len(ordered),
-    }
 
 
 # ----------------------------------------------------------------------------- scenarios
@@ -266,10 +231,10 @@ def run_batches(n_batches: int, batch: int) -> list[dict[str, Any]]:
         for op, many, single in pairs:
             if op != "set":
                 fill()  # every timed get/delete finds its keys
-            m = summarize(time_each(many, n_batches, 3), batch)
+            m = summarize(time_each(many, n_batches, 3), items_per_call=batch)
             if op != "set":
                 fill()
-            s = summarize(time_each(single, n_batches, 3), batch)
+            s = summarize(time_each(single, n_batches, 3), items_per_call=batch)
             rows.append(
                 {
                     "op": f"{op}_many vs {op}",

@@ -40,7 +40,6 @@ Results are written as JSON to benches/results/queue.json (or --json PATH).
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import multiprocessing
 import os
@@ -48,16 +47,15 @@ import platform
 import queue
 import random
 import shutil
-import statistics
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import diskcache
+from timing import summarize, time_each
 
 try:
     import diskcache_oxide
@@ -264,38 +262,6 @@ if litequeue is not None:
     ADAPTERS["litequeue"] = LiteQueue
 if persistqueue is not None:
     ADAPTERS["persist-queue"] = PersistQueue
-
-
-# ----------------------------------------------------------------------------- timing
-
-
-def time_each(fn: Callable[[int], Any], iterations: int, warmup: int = 0) -> list[int]:
-    for i in range(warmup):
-        fn(-1 - i)
-    samples = [0] * iterations
-    clock = time.perf_counter_ns
-    gc_was_enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        for i in range(iterations):
-            start = clock()
-            fn(i)
-            samples[i] = clock() - start
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    return samples
-
-
-def summarize(samples_ns: list[int] | list[float], scale: float = 1000.0) -> dict[str, float]:
-    ordered = sorted(samples_ns)
-    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-    return {
-        "median_us": statistics.median(ordered) / scale,
-        "p99_us": p99 / scale,
-        "n": len(ordered),
-    }
 
 
 def fresh_dir(label: str) -> str:
@@ -774,7 +740,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if missed:
         print(
-            "Why push and pull stay below, and what closing them would cost: "
+            "Why these stay below, and what closing them would cost: "
             "docs/decisions/D-016-where-the-time-goes.md"
         )
     path = Path(args.json)

@@ -1,0 +1,46 @@
+"""Timing shared by the benchmarks: one call at a time, garbage collector off, medians and p99."""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+def time_each(fn: Callable[[int], Any], iterations: int, warmup: int = 0) -> list[int]:
+    """Call ``fn(i)`` ``warmup`` times untimed (with negative ``i``), then ``iterations`` times
+    timed; return nanoseconds per call."""
+    for i in range(warmup):
+        fn(-1 - i)
+    samples = [0] * iterations
+    clock = time.perf_counter_ns
+    gc_was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        for i in range(iterations):
+            start = clock()
+            fn(i)
+            samples[i] = clock() - start
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return samples
+
+
+def summarize(
+    samples: Sequence[float], scale: float = 1000.0, items_per_call: int = 1
+) -> dict[str, float]:
+    """Median, p99 and mean in microseconds per item; ``scale`` is samples per microsecond
+    (1000 for nanoseconds, 1e-6 for seconds)."""
+    ordered = sorted(samples)
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    per = scale * items_per_call
+    return {
+        "median_us": statistics.median(ordered) / per,
+        "p99_us": p99 / per,
+        "mean_us": statistics.fmean(ordered) / per,
+        "n": len(ordered),
+    }
