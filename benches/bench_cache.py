@@ -36,17 +36,14 @@ from pathlib import Path
 from typing import Any
 
 import diskcache
-from timing import summarize, time_each
+from shared import optional_module, summarize, time_each
 
 try:
     import diskcache_oxide
 except ImportError:  # pragma: no cover - explained to the user
     sys.exit("diskcache_oxide is not importable: run `make bench` (it builds it first)")
 
-try:
-    import diskcache_rs
-except ImportError:  # pragma: no cover - optional, its columns are skipped
-    diskcache_rs = None
+diskcache_rs = optional_module("diskcache_rs")
 
 ROOT = Path(__file__).resolve().parent
 SMALL_VALUES: dict[str, Any] = {

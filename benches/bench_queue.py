@@ -55,25 +55,16 @@ from pathlib import Path
 from typing import Any
 
 import diskcache
-from timing import summarize, time_each
+from shared import optional_module, summarize, time_each
 
 try:
     import diskcache_oxide
 except ImportError:  # pragma: no cover - explained to the user
     sys.exit("diskcache_oxide is not importable: build it first (`make build`)")
 
-try:
-    import diskcache_rs
-except ImportError:  # pragma: no cover - optional
-    diskcache_rs = None
-try:
-    import litequeue
-except ImportError:  # pragma: no cover - optional
-    litequeue = None
-try:
-    import persistqueue
-except ImportError:  # pragma: no cover - optional
-    persistqueue = None
+diskcache_rs = optional_module("diskcache_rs")
+litequeue = optional_module("litequeue")
+persistqueue = optional_module("persistqueue")
 
 ROOT = Path(__file__).resolve().parent
 SPAWN = multiprocessing.get_context("spawn")
@@ -275,29 +266,35 @@ def bench_latency(n: int) -> dict[str, dict[str, Any]]:
     """push, peek, pull latency per library: {op: {library: summary}}."""
     out: dict[str, dict[str, Any]] = {"push": {}, "peek": {}, "pull": {}}
     for name, cls in ADAPTERS.items():
-        directory = fresh_dir(name)
-        q = cls(directory)
-        try:
-            warm = [item(-1 - i) for i in range(50)]
-            for value in warm:
-                q.push(value)
-            for _ in warm:
-                q.pull()
-            out["push"][name] = summarize(time_each(lambda i, q=q: q.push(item(i)), n))
-            if q.has_peek:
-                out["peek"][name] = summarize(time_each(lambda i, q=q: q.peek(), n))
-            got: list[Any] = []
-            out["pull"][name] = summarize(
-                time_each(lambda i, q=q, got=got: got.append(q.pull()), n)
-            )
-            numbers = [number(v) for v in got]
-            if name in ("oxide", "diskcache", "diskcache-rs"):
-                assert numbers == list(range(n)), f"{name}: pull order"
-            else:  # litequeue orders by uuid7, random within a millisecond
-                assert sorted(numbers) == list(range(n)), f"{name}: pulled items"
-        finally:
-            q.close()
-            shutil.rmtree(directory, ignore_errors=True)
+        for op, summary in latency_of(name, cls, n).items():
+            out[op][name] = summary
+    return out
+
+
+def latency_of(name: str, cls: type[Adapter], n: int) -> dict[str, dict[str, float]]:
+    """One library's push, peek (where it has one) and pull latency, in a fresh directory."""
+    directory = fresh_dir(name)
+    q = cls(directory)
+    out: dict[str, dict[str, float]] = {}
+    try:
+        warm = [item(-1 - i) for i in range(50)]
+        for value in warm:
+            q.push(value)
+        for _ in warm:
+            q.pull()
+        out["push"] = summarize(time_each(lambda i: q.push(item(i)), n))
+        if q.has_peek:
+            out["peek"] = summarize(time_each(lambda i: q.peek(), n))
+        got: list[Any] = []
+        out["pull"] = summarize(time_each(lambda i: got.append(q.pull()), n))
+        numbers = [number(v) for v in got]
+        if name in ("oxide", "diskcache", "diskcache-rs"):
+            assert numbers == list(range(n)), f"{name}: pull order"
+        else:  # litequeue orders by uuid7, random within a millisecond
+            assert sorted(numbers) == list(range(n)), f"{name}: pulled items"
+    finally:
+        q.close()
+        shutil.rmtree(directory, ignore_errors=True)
     return out
 
 
@@ -316,6 +313,7 @@ def bench_take_finish(n: int) -> dict[str, Any]:
 
         def oxide_take_finish(i: int) -> None:
             job = jobs.take()
+            assert job is not None, "the queue was filled with enough jobs"
             jobs.finish(job)
 
         out["oxide"] = summarize(time_each(oxide_take_finish, n, 50))
@@ -523,7 +521,7 @@ def bench_wakeup(name: str, samples: int) -> dict[str, Any]:
         latencies = results.get(timeout=120)
         p.join(30)
         cache.close()
-        summary = summarize(latencies, scale=1e-6)
+        summary: dict[str, Any] = dict(summarize(latencies, scale=1e-6))
         summary["how"] = (
             "pull(timeout=5) blocked in another process"
             if name == "oxide"

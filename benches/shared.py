@@ -1,12 +1,22 @@
-"""Timing shared by the benchmarks: one call at a time, garbage collector off, medians and p99."""
+"""What the benchmarks share: timing one call at a time (garbage collector off, medians and
+p99), and importing the libraries they compare against only where those are installed."""
 
 from __future__ import annotations
 
 import gc
+import importlib
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
+
+
+def optional_module(name: str) -> Any:
+    """The module, or None where it is not installed (its columns are then skipped)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
 
 
 def time_each(fn: Callable[[int], Any], iterations: int, warmup: int = 0) -> list[int]:
