@@ -78,6 +78,25 @@ impl Error {
                 "the database is damaged: run cache.check() to see where, or move the directory \
                  aside and start a new cache"
             }
+            // SQLite reports a broken lock protocol when its WAL-index locks vanish under it;
+            // the usual cause is a second copy of SQLite closing the file in this process.
+            Some(ErrorCode::FileLockingProtocolFailed) => {
+                "the database's locks were disturbed: if this process also opens cache.db with \
+                 another SQLite (Python's sqlite3 module, say), stop doing so, then retry"
+            }
+            Some(ErrorCode::ReadOnly | ErrorCode::PermissionDenied) => {
+                "this process may not write the cache's files: fix their owner or permissions, \
+                 or open the cache with read_only=True"
+            }
+            Some(ErrorCode::CannotOpen) => {
+                "the cache's files could not be opened: check that the directory still exists and \
+                 that this process may read and write it"
+            }
+            Some(ErrorCode::SystemIoFailure) => {
+                "the operating system reported an I/O error: check the disk and file system, then \
+                 run cache.check()"
+            }
+            Some(ErrorCode::OutOfMemory) => "the process ran out of memory; free some and retry",
             _ => {
                 "if the disk is full, free space and retry; otherwise run cache.check() to look \
                  for damage, or move the directory aside and start a new cache"
@@ -157,4 +176,29 @@ pub(crate) fn sql_error(context: &'static str, e: rusqlite::Error) -> Error {
         }
     }
     Error::Sqlite { context, source: e }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rusqlite::ffi;
+
+    fn advice_for(code: std::ffi::c_int) -> &'static str {
+        let failure = rusqlite::Error::SqliteFailure(ffi::Error::new(code), None);
+        sql_error("testing", failure).advice()
+    }
+
+    #[test]
+    fn each_kind_of_storage_failure_gets_its_own_advice() {
+        assert!(advice_for(ffi::SQLITE_FULL).contains("free space"));
+        assert!(advice_for(ffi::SQLITE_CORRUPT).contains("damaged"));
+        assert!(advice_for(ffi::SQLITE_PROTOCOL).contains("another SQLite"));
+        assert!(advice_for(ffi::SQLITE_READONLY).contains("read_only=True"));
+        assert!(advice_for(ffi::SQLITE_PERM).contains("permissions"));
+        assert!(advice_for(ffi::SQLITE_CANTOPEN).contains("directory still exists"));
+        assert!(advice_for(ffi::SQLITE_IOERR).contains("I/O error"));
+        assert!(advice_for(ffi::SQLITE_NOMEM).contains("memory"));
+        // Anything else: the two likely causes, in order.
+        assert!(advice_for(ffi::SQLITE_ERROR).starts_with("if the disk is full"));
+    }
 }
