@@ -296,7 +296,8 @@ impl ValueFiles {
         }
     }
 
-    fn open_file(&self, name: &str) -> Result<Found<File>> {
+    /// Open a value file for reading; with it, its length (from the same `fstat`).
+    fn open_file(&self, name: &str) -> Result<Found<(File, u64)>> {
         let (sub, file) = Self::validate(name)?;
         let opened = self.open_sub(sub, false).and_then(|dir| {
             let c = cstring(file.as_bytes())?;
@@ -309,7 +310,7 @@ impl ValueFiles {
                 if !meta.is_file() {
                     return Err(Error::corrupt(format!("value file {name:?} is not a regular file")));
                 }
-                Ok(Found::Yes(f))
+                Ok(Found::Yes((f, meta.len())))
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Found::Missing),
             // O_NOFOLLOW on a symlink gives ELOOP: someone replaced the file or a directory.
@@ -391,12 +392,11 @@ impl ValueFiles {
 
     /// Read a whole value file and check its checksum.
     pub(crate) fn read(&self, name: &str, crc: u32) -> Result<Found<Vec<u8>>> {
-        let mut f = match self.open_file(name)? {
-            Found::Yes(f) => f,
+        let (mut f, len) = match self.open_file(name)? {
+            Found::Yes(opened) => opened,
             Found::Missing => return Ok(Found::Missing),
         };
-        let len = f.metadata().map(|m| m.len() as usize).unwrap_or(0);
-        let mut data = Vec::with_capacity(len);
+        let mut data = Vec::with_capacity(len as usize);
         f.read_to_end(&mut data)
             .map_err(|e| Error::io("reading a value file", Some(self.path(name)), e))?;
         if checksum(&data) != crc {
@@ -408,11 +408,10 @@ impl ValueFiles {
     /// Read a value file into `buf`, which must be exactly as long as the file, and check its
     /// checksum.
     pub(crate) fn read_into(&self, name: &str, crc: u32, buf: &mut [u8]) -> Result<Found<()>> {
-        let mut f = match self.open_file(name)? {
-            Found::Yes(f) => f,
+        let (mut f, len) = match self.open_file(name)? {
+            Found::Yes(opened) => opened,
             Found::Missing => return Ok(Found::Missing),
         };
-        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
         if len != buf.len() as u64 {
             return Err(Error::corrupt(format!(
                 "value file {name:?} is {len} bytes long, but its row says {}",
@@ -430,7 +429,7 @@ impl ValueFiles {
     /// Check a value file's checksum without keeping its contents (for read handles).
     pub(crate) fn verify(&self, name: &str, crc: u32) -> Result<Found<u64>> {
         let mut f = match self.open_file(name)? {
-            Found::Yes(f) => f,
+            Found::Yes((f, _)) => f,
             Found::Missing => return Ok(Found::Missing),
         };
         let mut buf = vec![0u8; 1 << 20];
@@ -454,7 +453,7 @@ impl ValueFiles {
     /// Size of a value file, if it is there.
     pub(crate) fn size(&self, name: &str) -> Result<Found<u64>> {
         match self.open_file(name)? {
-            Found::Yes(f) => Ok(Found::Yes(f.metadata().map(|m| m.len()).unwrap_or(0))),
+            Found::Yes((_, len)) => Ok(Found::Yes(len)),
             Found::Missing => Ok(Found::Missing),
         }
     }
