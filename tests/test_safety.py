@@ -291,6 +291,19 @@ def test_truncated_value_file_raises(make_cache, dc):
         cache.get("big")
 
 
+@pytest.mark.parametrize("length", [1000, 100_001])
+def test_bytes_file_of_the_wrong_length_raises_naming_it(make_cache, dc, length):
+    # Large bytes are read straight into the result, sized by the row: a file cut short or
+    # grown behind the cache's back is caught before a byte is copied.
+    cache = make_cache()
+    cache["raw"] = b"x" * 100_000
+    (path,) = value_files(cache.directory)
+    with open(path, "r+b") as handle:
+        handle.truncate(length)
+    with pytest.raises(dc.CorruptValueError, match=f"{length} bytes long, but its row says 100000"):
+        cache.get("raw")
+
+
 def test_on_decode_error_miss_returns_default_and_logs(make_cache, caplog):
     cache = make_cache()
     cache["k"] = "value"
