@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import diskcache
-from shared import optional_module, summarize, time_each
+from shared import WHY_BELOW, optional_module, summarize, time_each
 
 try:
     import diskcache_oxide
@@ -52,7 +52,6 @@ SMALL_VALUES: dict[str, Any] = {
     "dict": {"a": 1, "b": [1, 2, 3]},
 }
 MB = 1 << 20
-WHY_BELOW = "docs/decisions/D-016-where-the-time-goes.md"
 TARGETS = {"get": 2.5, "set": 3.0, "add": 3.0, "delete": 3.0, "incr": 3.0, "set 1MB": 4.0}
 # Operations diskcache-rs does with a weaker guarantee than python-diskcache and oxide.
 RS_WEAKER = ("add", "incr")

@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 import diskcache
-from shared import optional_module, summarize, time_each
+from shared import WHY_BELOW, optional_module, summarize, time_each
 
 try:
     import diskcache_oxide
@@ -737,10 +737,7 @@ def main(argv: list[str] | None = None) -> int:
         + f"  ({elapsed:.0f} s)"
     )
     if missed:
-        print(
-            "Why these stay below, and what closing them would cost: "
-            "docs/decisions/D-016-where-the-time-goes.md"
-        )
+        print("Why these stay below, and what closing them would cost: " + WHY_BELOW)
     path = Path(args.json)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=2))

@@ -10,6 +10,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+# Where the rows that miss their targets are explained, with what closing them would cost.
+WHY_BELOW = "docs/decisions/D-016-where-the-time-goes.md"
+
 
 def optional_module(name: str) -> Any:
     """The module, or None where it is not installed (its columns are then skipped)."""
