@@ -92,6 +92,14 @@ pub(super) fn init_database(
         for (name, value) in overrides {
             settings.set(name, value)?;
         }
+        // auto_vacuum first: switching to WAL writes the database header, and from then on
+        // SQLite ignores a change of auto_vacuum until a VACUUM. Without it, deleted entries'
+        // pages stay in the file, `volume()` never falls, and culling empties the cache.
+        db.execute_batch(&format!(
+            "PRAGMA auto_vacuum = {}",
+            settings.sqlite_auto_vacuum
+        ))
+        .ctx("creating the schema")?;
         let mode: String = db
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .ctx("switching to WAL")?;
@@ -101,11 +109,6 @@ pub(super) fn init_database(
                  the directory must be on a local file system that supports shared memory"
             )));
         }
-        db.execute_batch(&format!(
-            "PRAGMA auto_vacuum = {}",
-            settings.sqlite_auto_vacuum
-        ))
-        .ctx("creating the schema")?;
         db.execute_batch("BEGIN IMMEDIATE")
             .map_err(|e| sql_error("creating the schema", e))?;
         let created = (|| {
@@ -156,6 +159,9 @@ pub(super) fn init_database(
             changed.push(name.as_str());
         }
     }
+    if !read_only {
+        reconcile_auto_vacuum(db, settings.sqlite_auto_vacuum)?;
+    }
     if changed.is_empty() {
         return Ok(settings);
     }
@@ -184,6 +190,27 @@ pub(super) fn init_database(
             Err(e)
         }
     }
+}
+
+/// Make the file's auto_vacuum mode the one the settings ask for (D-036). Builds before 0.1.1
+/// switched to WAL before setting it, so their directories never reclaimed a page; a change
+/// of `sqlite_auto_vacuum` likewise takes effect only through a VACUUM. Runs at open, under
+/// the exclusive directory lock, and only when the two differ, so once per directory.
+fn reconcile_auto_vacuum(db: &Connection, wanted: i64) -> Result<()> {
+    let found: i64 = db
+        .query_row("PRAGMA auto_vacuum", [], |r| r.get(0))
+        .ctx("reading the auto_vacuum mode")?;
+    if found == wanted {
+        return Ok(());
+    }
+    db.execute_batch(&format!("PRAGMA auto_vacuum = {wanted}; VACUUM;"))
+        .map_err(|e| {
+            sql_error(
+                "reclaiming free pages (VACUUM) to apply sqlite_auto_vacuum; it needs free disk \
+                 space about the size of cache.db",
+                e,
+            )
+        })
 }
 
 pub(super) fn not_ours() -> Error {
