@@ -7,13 +7,13 @@ export PYO3_PYTHON := $(abspath $(BIN)/python)
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: demo test bench build lint rust-test py-test soak clean
+.PHONY: demo test bench build lint rust-test py-test wheel-check soak clean
 
 demo: build
 	$(BIN)/python examples/queue_demo.py
 	$(BIN)/python examples/demo.py
 
-test: lint rust-test py-test
+test: lint rust-test py-test wheel-check
 
 build: $(DEPS)
 	$(BIN)/maturin develop --release --quiet
@@ -30,6 +30,18 @@ rust-test: $(DEPS)
 
 py-test: build
 	$(BIN)/python -m pytest
+
+# The wheel as a user gets it: built, installed with --no-index into a virtualenv that has
+# nothing else (an undeclared run-time dependency fails here), and the README run from /tmp.
+WHEEL_DIR  := target/wheels
+WHEEL_VENV := target/wheel-venv
+wheel-check: $(DEPS)
+	rm -rf $(WHEEL_DIR) $(WHEEL_VENV)
+	$(BIN)/maturin build --release --quiet --out $(WHEEL_DIR)
+	$(PYTHON) -m venv $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/python -m pip install --quiet --no-index $(WHEEL_DIR)/*.whl
+	cd /tmp && env -u VIRTUAL_ENV PATH="$(abspath $(WHEEL_VENV))/bin:/usr/bin:/bin" \
+		$(abspath $(WHEEL_VENV))/bin/python -I $(abspath tests/wheel/check_installed.py) $(abspath README.md)
 
 # The crash-consistency harness at length (tests/test_crash_consistency.py runs 800 kills in
 # `make test`); DCO_CRASH_KILLS sets the number of kills, DCO_CRASH_SEED the schedule.

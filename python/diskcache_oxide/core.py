@@ -15,12 +15,17 @@ import logging
 import os
 import os.path
 import pickle as _pickle
+import sys
 import tempfile
 import warnings
 from collections.abc import Callable, Collection, Iterator
-from typing import Any, Generic, Literal, ParamSpec, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, Protocol, TypeVar, cast
 
-from typing_extensions import Self
+if TYPE_CHECKING:  # only for annotations: the package has no run-time dependencies
+    if sys.version_info >= (3, 11):
+        from typing import Self
+    else:
+        from typing_extensions import Self
 
 from . import _core
 from .errors import (
@@ -216,7 +221,7 @@ class Cache(_core.CacheCore):
         # A durable handle is an instance of a subclass that turns operational errors into
         # misses, so the methods of every other handle stay the binding's own (D-020).
         if durable and not issubclass(cls, _DurableCache):
-            return cast(Self, super().__new__(_durable_class(cls)))
+            return cast("Self", super().__new__(_durable_class(cls)))
         return super().__new__(cls)
 
     def __init__(
