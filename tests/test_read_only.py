@@ -4,11 +4,14 @@ directory is left byte for byte as it was."""
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
 import os
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import diskcache_oxide as dco
 import pytest
@@ -240,3 +243,77 @@ def test_cache_on_fanout_root_raises(tmp_path: Path) -> None:
     dco.Cache(str(cache_dir)).close()
     with pytest.raises(dco.LayoutMismatchError, match="plain Cache"):
         _core.claim_fanout(str(cache_dir), 4)
+
+
+def test_sees_a_writer_that_came_and_went(tmp_path: Path) -> None:
+    """Opened while the cache was at rest (no -wal), the handle still sees a writer that
+    opened, overwrote and added keys, and closed (checkpointing and deleting its WAL) between
+    two of its calls: new values, not stale ones, and never "malformed"."""
+    directory = str(tmp_path / "c")
+    with dco.Cache(directory) as cache:
+        for i in range(20):
+            cache.set(i, i)
+    reader = dco.Cache(directory, read_only=True)
+    assert reader.get(1) == 1
+    script = (
+        "import diskcache_oxide as dc, sys\n"
+        "with dc.Cache(sys.argv[1]) as c:\n"
+        "    for i in range(20): c.set(i, i + 100)\n"
+        "    for i in range(20, 300): c.set(i, 'x' * 1000)\n"
+    )
+    subprocess.run([sys.executable, "-c", script, directory], check=True, timeout=60)
+    assert not os.path.exists(os.path.join(directory, "cache.db-wal"))
+    assert reader.get(1) == 101
+    assert reader.get(299) == "x" * 1000
+    assert len(reader) == 300
+    reader.close()
+
+
+def _come_and_go(directory: str, rounds: int, committed: Any) -> None:
+    """Open, write one generation of every key and a new key, close; then say so."""
+    for generation in range(1, rounds + 1):
+        with dco.Cache(directory) as cache:
+            with cache.transact():
+                for i in range(10):
+                    cache.set(f"k{i}", generation)
+                cache.set(f"new{generation}", generation)
+                cache.set("generation", generation)
+        committed.value = generation
+
+
+@pytest.mark.slow
+def test_follows_writers_that_open_write_and_close(tmp_path: Path) -> None:
+    """A read-only reader checks every value against the generation that was committed (and
+    its writer closed) before the read began, while writers come and go in other processes."""
+    directory = str(tmp_path / "c")
+    with dco.Cache(directory) as cache:
+        for i in range(10):
+            cache.set(f"k{i}", 0)
+        cache.set("generation", 0)
+    ctx = multiprocessing.get_context("spawn")
+    committed = ctx.Value("q", 0)
+    rounds = 150
+    writer = ctx.Process(target=_come_and_go, args=(directory, rounds, committed))
+    reader = dco.Cache(directory, read_only=True)
+    checked = 0
+    writer.start()
+    try:
+        while True:
+            done = not writer.is_alive()
+            floor = committed.value
+            for key in ("generation", *(f"k{i}" for i in range(10))):
+                seen = reader.get(key)
+                assert seen is not None and seen >= floor, (key, seen, floor)
+                checked += 1
+            if floor:
+                assert reader.get(f"new{floor}") == floor
+            if done:
+                break
+    finally:
+        writer.join(60)
+        reader.close()
+    assert writer.exitcode == 0
+    assert committed.value == rounds
+    with dco.Cache(directory, read_only=True) as last:
+        assert last.get("generation") == rounds
+    assert checked > rounds

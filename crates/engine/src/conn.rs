@@ -184,17 +184,19 @@ pub(crate) fn wal_path(db_path: &Path) -> std::path::PathBuf {
     name.into()
 }
 
-/// Open a connection that never writes to the directory (D-019). Returns it and whether it
-/// was opened `immutable`.
+/// Open a connection that never writes to the directory (D-019). Returns it and, when it was
+/// opened `immutable`, the [`AtRest`] stamp of the files it reads.
 ///
 /// With a `-wal` file present, other connections may be live: share their WAL read-only
 /// (`SQLITE_OPEN_READONLY`), which never writes the database file or the WAL. Without one,
 /// the database is at rest, and a read-only connection would still create `-wal` and `-shm`
-/// files; `immutable=1` reads the file as it is and creates nothing. The caller reopens an
-/// immutable connection in shared mode once a `-wal` file appears (a writer arrived).
-pub(crate) fn open_read_only(path: &Path) -> Result<(Connection, bool)> {
+/// files; `immutable=1` reads the file as it is and creates nothing. The caller replaces an
+/// immutable connection once its stamp no longer holds (a writer came, and maybe went).
+pub(crate) fn open_read_only(path: &Path) -> Result<(Connection, Option<AtRest>)> {
     reap_inherited()?;
-    let immutable = !wal_path(path).exists();
+    // Stamped before opening, so that a change made while it opens shows as a change.
+    let at_rest = AtRest::stamp(path);
+    let immutable = at_rest.is_some();
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_URI;
@@ -208,7 +210,70 @@ pub(crate) fn open_read_only(path: &Path) -> Result<(Connection, bool)> {
     db.busy_handler(Some(busy_wait))
         .ctx("installing the busy handler")?;
     db.set_prepared_statement_cache_capacity(64);
-    Ok((db, immutable))
+    Ok((db, at_rest))
+}
+
+/// What an `immutable=1` connection relies on: `cache.db` unchanged and no writer around.
+///
+/// SQLite takes no locks and keeps no change counter for an immutable connection, so a
+/// writer that opened, committed and closed (checkpointing into `cache.db` and deleting the
+/// WAL) between two calls would leave it reading a file that changed under its page cache:
+/// stale values, or "malformed" errors. The stamp is the identity, size and change times of
+/// `cache.db` and of its directory (creating and deleting `-wal` changes the directory).
+///
+/// File times come from a coarse clock (one tick, 1 to 10 ms), so a change in the same tick
+/// as the stamp could leave the times unchanged. A stamp whose times are within
+/// [`AtRest::SETTLE`] of the moment it was taken is therefore never trusted for a later call.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct AtRest {
+    db: (u64, u64, u64, i64, i64, i64, i64),
+    dir: (u64, u64, i64, i64, i64, i64),
+    /// The times were older than [`AtRest::SETTLE`] when taken.
+    settled: bool,
+}
+
+impl AtRest {
+    const SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
+
+    /// The stamp of the files now, or `None` when a `-wal` exists (a writer may be live) or
+    /// they cannot be read.
+    pub(crate) fn stamp(path: &Path) -> Option<AtRest> {
+        use std::os::unix::fs::MetadataExt;
+        let times = |m: &std::fs::Metadata| (m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec());
+        let dir = std::fs::metadata(path.parent()?).ok()?;
+        if wal_path(path).exists() {
+            return None;
+        }
+        let db = std::fs::metadata(path).ok()?;
+        let (dm, dmn, dc, dcn) = times(&dir);
+        let (fm, fmn, fc, fcn) = times(&db);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let newest = [(dm, dmn), (dc, dcn), (fm, fmn), (fc, fcn)]
+            .into_iter()
+            .map(|(s, ns)| {
+                std::time::Duration::new(s.max(0) as u64, ns.clamp(0, 999_999_999) as u32)
+            })
+            .max()
+            .unwrap_or_default();
+        Some(AtRest {
+            db: (db.dev(), db.ino(), db.size(), fm, fmn, fc, fcn),
+            dir: (dir.dev(), dir.ino(), dm, dmn, dc, dcn),
+            settled: now.saturating_sub(newest) > Self::SETTLE,
+        })
+    }
+
+    /// Whether a connection stamped `self` may serve another call: the files are as they
+    /// were, and were already settled when stamped.
+    pub(crate) fn holds(&self, path: &Path) -> bool {
+        self.settled && self.unchanged(path)
+    }
+
+    /// Whether the files are as they were when stamped (ignoring how settled they were).
+    pub(crate) fn unchanged(&self, path: &Path) -> bool {
+        AtRest::stamp(path).is_some_and(|now| now.db == self.db && now.dir == self.dir)
+    }
 }
 
 /// `path` escaped for an SQLite `file:` URI.

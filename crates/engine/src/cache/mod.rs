@@ -114,14 +114,15 @@ struct Conn {
     unlink_on_rollback: Vec<String>,
     /// Small values read lately, valid until anyone commits (D-017).
     recent: Recent,
-    /// A read-only connection opened `immutable=1` (no `-wal` file existed then).
-    immutable: bool,
+    /// A read-only connection opened `immutable=1` (no `-wal` file existed then): the stamp
+    /// of the files it reads, which must hold for it to serve a call (D-019).
+    at_rest: Option<conn::AtRest>,
     /// When this connection last checked that `cache.db` is still the file it opened.
     checked: Instant,
 }
 
 impl Conn {
-    fn new(db: Connection, generation: u64, immutable: bool) -> Conn {
+    fn new(db: Connection, generation: u64, at_rest: Option<conn::AtRest>) -> Conn {
         Conn {
             live: conn::Live::register(&db),
             db: ManuallyDrop::new(Db::new(db)),
@@ -131,7 +132,7 @@ impl Conn {
             unlink_on_commit: Vec::new(),
             unlink_on_rollback: Vec::new(),
             recent: Recent::new(),
-            immutable,
+            at_rest,
             checked: Instant::now(),
         }
     }
@@ -140,7 +141,7 @@ impl Conn {
     /// inside a transaction (its own writes are uncommitted), and not on an immutable
     /// connection (it has no WAL index to watch, and mapping one would create the -shm file).
     fn header(&mut self) -> Option<[u8; 48]> {
-        if self.depth == 0 && !self.immutable {
+        if self.depth == 0 && self.at_rest.is_none() {
             self.recent.now(&self.db)
         } else {
             None
@@ -175,6 +176,8 @@ enum FileMode {
 /// How often a connection checks that `cache.db` was not deleted behind its back: a stat of
 /// the path, too dear for every call and cheap once in this long.
 const MOVED_CHECK_INTERVAL: Duration = Duration::from_millis(500);
+/// How often a read on an immutable connection is made again when `cache.db` changed under it.
+const READ_ONLY_RETRIES: usize = 3;
 
 /// A value file just written, with the directory lock held until its row is (D-005).
 pub(crate) type NewFile = (String, Option<DirLock>);
@@ -320,8 +323,8 @@ impl Cache {
                     e,
                 ));
             }
-            let (db, immutable) = conn::open_read_only(&db_path)?;
-            let db = Conn::new(db, 0, immutable);
+            let (db, at_rest) = conn::open_read_only(&db_path)?;
+            let db = Conn::new(db, 0, at_rest);
             let settings = {
                 let _call = db.live.call();
                 init_database(&db.db, &options.settings, true)?
@@ -332,7 +335,7 @@ impl Cache {
             let modes = Modes::prepare(&directory, requested, &db_path)?;
             let lock = DirLock::exclusive(&directory, options.timeout, modes)?;
             modes.precreate(&db_path)?;
-            let db = Conn::new(conn::open(&db_path)?, 0, false);
+            let db = Conn::new(conn::open(&db_path)?, 0, None);
             let settings = {
                 let _call = db.live.call();
                 init_database(&db.db, &options.settings, false)?
@@ -416,6 +419,34 @@ impl Cache {
     // ----- connections and transactions -------------------------------------------------
 
     fn with_conn<T>(&self, f: impl FnOnce(&mut Conn) -> Result<T>) -> Result<T> {
+        self.call_on_conn(f, None)
+    }
+
+    /// Run a read `f` on this thread's connection. On a read-only handle reading a database
+    /// at rest (`immutable=1`), a writer may checkpoint into `cache.db` while `f` reads it;
+    /// then the result may mix two versions, so the read is made again on a new connection.
+    fn read_call<T>(&self, mut f: impl FnMut(&mut Conn) -> Result<T>) -> Result<T> {
+        if !self.inner.read_only {
+            return self.with_conn(f);
+        }
+        let torn = std::cell::Cell::new(false);
+        for _ in 0..READ_ONLY_RETRIES {
+            torn.set(false);
+            let result = self.call_on_conn(&mut f, Some(&torn));
+            if !torn.get() {
+                return result;
+            }
+        }
+        self.with_conn(f)
+    }
+
+    /// `with_conn`, telling `torn` when an immutable connection's files changed during `f`
+    /// (the connection is dropped then, so the next call opens a new one).
+    fn call_on_conn<T>(
+        &self,
+        f: impl FnOnce(&mut Conn) -> Result<T>,
+        torn: Option<&std::cell::Cell<bool>>,
+    ) -> Result<T> {
         let _deadline = Deadline::start(self.inner.timeout);
         let _active = conn::Active::enter();
         let cell = self.inner.conns.get_or(|| RefCell::new(None));
@@ -426,11 +457,13 @@ impl Cache {
         if slot.as_ref().is_some_and(|c| c.fork != fork) {
             *slot = None; // forked: the parent's connection is leaked by Conn::drop, not closed
         }
-        if self.inner.read_only
-            && slot.as_ref().is_some_and(|c| c.immutable)
-            && conn::wal_path(&self.inner.db_path).exists()
+        if slot
+            .as_ref()
+            .and_then(|c| c.at_rest)
+            .is_some_and(|stamp| !stamp.holds(&self.inner.db_path))
         {
-            // A writer arrived since this connection opened immutable: share its WAL now.
+            // A writer arrived (or came and went) since this connection opened immutable:
+            // open again, sharing the writer's WAL if it is still there.
             *slot = None;
         }
         let conn = match &mut *slot {
@@ -446,33 +479,44 @@ impl Cache {
             conn::apply_pragmas(&conn.db, &self.settings())?;
             conn.generation = generation;
         }
-        f(conn)
+        let result = f(conn);
+        let changed = conn
+            .at_rest
+            .is_some_and(|stamp| !stamp.unchanged(&self.inner.db_path));
+        drop(_call);
+        if changed {
+            *slot = None;
+            if let Some(torn) = torn {
+                torn.set(true);
+            }
+        }
+        result
     }
 
     /// Run `f` on this thread's connection with the remembered reads and the header that
     /// validates them (`None` where they may not be used; see `Conn::header`).
     pub(crate) fn read_remembering<T>(
         &self,
-        f: impl FnOnce(&Db, &mut Recent, Option<[u8; 48]>) -> Result<T>,
+        mut f: impl FnMut(&Db, &mut Recent, Option<[u8; 48]>) -> Result<T>,
     ) -> Result<T> {
-        self.with_conn(|c| {
+        self.read_call(|c| {
             let header = c.header();
             f(&c.db, &mut c.recent, header)
         })
     }
 
     /// Run `f` on this thread's connection with no transaction of its own.
-    pub(crate) fn read<T>(&self, f: impl FnOnce(&Db) -> Result<T>) -> Result<T> {
-        self.with_conn(|c| f(&c.db))
+    pub(crate) fn read<T>(&self, mut f: impl FnMut(&Db) -> Result<T>) -> Result<T> {
+        self.read_call(|c| f(&c.db))
     }
 
     fn connect(&self) -> Result<Conn> {
-        let (db, immutable) = if self.inner.read_only {
+        let (db, at_rest) = if self.inner.read_only {
             conn::open_read_only(&self.inner.db_path)?
         } else {
-            (conn::open(&self.inner.db_path)?, false)
+            (conn::open(&self.inner.db_path)?, None)
         };
-        let conn = Conn::new(db, self.inner.generation.load(Ordering::Acquire), immutable);
+        let conn = Conn::new(db, self.inner.generation.load(Ordering::Acquire), at_rest);
         {
             let _call = conn.live.call();
             conn::apply_pragmas(&conn.db, &self.settings())?;

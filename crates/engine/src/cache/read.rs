@@ -81,7 +81,7 @@ impl Cache {
     }
 
     fn read_entry(&self, key: &Key, mode: FileMode) -> Result<Option<Entry>> {
-        self.with_conn(|c| loop {
+        self.read_call(|c| loop {
             // Taken before the read: a commit after it shows as a changed header later.
             // An immutable connection has no WAL index to watch (and mapping one would create
             // the -shm file): it reads without the recent-values cache.
@@ -141,7 +141,7 @@ impl Cache {
     }
 
     pub fn contains(&self, key: &Key) -> Result<bool> {
-        self.with_conn(|c| {
+        self.read_call(|c| {
             let (k, raw) = key_sql(key);
             let mut stmt =
                 c.db.held("SELECT expire_time FROM cache WHERE key = ?1 AND raw = ?2")
@@ -167,7 +167,7 @@ impl Cache {
             // Every read is also a write here; keep one lock round trip per key like get().
             return keys.iter().map(|k| self.get(k, false)).collect();
         }
-        self.with_conn(|c| {
+        self.read_call(|c| {
             let top = c.depth == 0;
             if top {
                 run(&c.db, "BEGIN").ctx("starting a read")?;
@@ -334,7 +334,7 @@ impl Cache {
         reverse: bool,
         limit: usize,
     ) -> Result<Vec<Key>> {
-        self.with_conn(|c| {
+        self.read_call(|c| {
             let (cmp, order) = if reverse { ("<", "DESC") } else { (">", "ASC") };
             let limit = limit as i64;
             let rows = match after {
@@ -360,7 +360,7 @@ impl Cache {
 
     /// The highest rowid now in use: iteration in insertion order stops there.
     pub fn max_rowid(&self) -> Result<Option<i64>> {
-        self.with_conn(|c| {
+        self.read_call(|c| {
             c.db.query_row("SELECT MAX(rowid) FROM cache", [], |r| r.get(0))
                 .ctx("reading the last row")
         })
@@ -374,7 +374,7 @@ impl Cache {
         ascending: bool,
         limit: usize,
     ) -> Result<Vec<(i64, Key)>> {
-        self.with_conn(|c| {
+        self.read_call(|c| {
             let order = if ascending { "ASC" } else { "DESC" };
             let sql = format!("SELECT rowid, key, raw FROM cache WHERE ?1 < rowid AND rowid < ?2 ORDER BY rowid {order} LIMIT CAST(?3 AS INTEGER)");
             let mut stmt = c.db.prepare_cached(&sql).ctx("listing keys")?;
@@ -397,12 +397,12 @@ impl Cache {
 
     /// Bytes used on disk: database pages plus value files.
     pub fn volume(&self) -> Result<u64> {
-        self.with_conn(|c| volume(&c.db, self.inner.page_size, false))
+        self.read_call(|c| volume(&c.db, self.inner.page_size, false))
             .map(|v| v.max(0) as u64)
     }
 
     pub(super) fn meta_value(&self, column: &str) -> Result<i64> {
-        self.with_conn(|c| {
+        self.read_call(|c| {
             c.db.prepare_cached(&format!("SELECT {column} FROM meta"))
                 .and_then(|mut st| st.query_row([], |r| r.get(0)))
                 .ctx("reading the cache's counters")
