@@ -1012,11 +1012,18 @@ impl CacheCore {
 
     #[pyo3(signature = (now=None, retry=Flag(false)), text_signature = "(self, now=None, retry=False)")]
     fn expire(&self, py: Python<'_>, now: Option<&Bound<'_, PyAny>>, retry: Flag) -> PyResult<u64> {
-        // python-diskcache uses `now or time.time()`.
+        // python-diskcache uses `now or time.time()`. `time.time` is looked up at each call,
+        // so a test that patches the clock (mock.patch, freezegun) moves what expire() sees,
+        // as it does there; get and set keep the engine's clock (D-038).
         let now = match now {
-            Some(n) if n.is_truthy()? => Some(n.extract::<f64>()?),
-            _ => None,
+            Some(n) if n.is_truthy()? => n.extract::<f64>()?,
+            _ => py
+                .import("time")?
+                .getattr("time")?
+                .call0()?
+                .extract::<f64>()?,
         };
+        let now = Some(now);
         let cache = &*self.h()?.cache;
         run_removing(py, retry.0, || cache.expire(now))
     }
