@@ -7,6 +7,14 @@ The table shows median and p99 latency per operation in microseconds, the ratio
 diskcache / oxide of the medians (higher is better for oxide) beside its target, and the
 ratio diskcache-rs / oxide (no target: the targets are against python-diskcache).
 
+The headline get row reads a cache pre-filled with 100,000 keys (int, str and dict values in
+turn) in random order, each timed read a key not read before, so diskcache_oxide's memo of
+recent reads (docs/decisions/D-017-reads-without-locks.md) cannot serve it: that is what a
+get costs a user whose reads spread over many keys. The ``get <type> (memo: 256 hot keys)``
+rows read the same 256 keys over and over on a cache nobody writes to, which the memo serves
+without touching SQLite; they are printed last, marked memo-friendly (``"memo_friendly":
+true`` in the JSON), and show the best case, not a typical get.
+
 diskcache-rs (PyPI ``diskcache-rs``, pinned in requirements-dev.txt) is optional: if it
 does not import, its columns read "n/a" and the run says so. Its ``Cache`` has the same
 calls as python-diskcache's for every operation timed here (str keys; values pickled,
@@ -15,7 +23,10 @@ among the threads of one process; rows marked * compare against that weaker
 operation. After timing, every implementation makes one more call of the operation, and a
 diskcache-rs row whose result differs from python-diskcache's is shown as "n/a".
 
-    python benches/bench_cache.py            # full run (about 10 s on 2 cores)
+python-diskcache's own mixed workload (90% get, 9% set, 1% delete; 1 and 4 processes;
+Cache and FanoutCache) is benches/bench_mixed.py.
+
+    python benches/bench_cache.py            # full run (about half a minute on 2 cores)
     python benches/bench_cache.py --quick    # fewer iterations, for a smoke test
 
 Results are also written as JSON to benches/results/latest.json (or --json PATH).
@@ -27,6 +38,7 @@ import argparse
 import json
 import os
 import platform
+import random
 import shutil
 import sys
 import tempfile
@@ -77,24 +89,75 @@ def target_for(op: str) -> float | None:
 
 
 class Scenario:
-    """One operation, set up the same way on a cache of either implementation."""
+    """One operation, set up the same way on a cache of either implementation.
 
-    def __init__(self, name: str, iterations: int, warmup: int, build: Callable[[Any], Any]):
+    ``memo_friendly``: the timed calls repeat reads of an unchanged cache, which
+    diskcache_oxide's memo of recent reads (D-017) serves without SQLite: a best case."""
+
+    def __init__(
+        self,
+        name: str,
+        iterations: int,
+        warmup: int,
+        build: Callable[[Any], Any],
+        memo_friendly: bool = False,
+        headline: bool = False,
+    ):
         self.name = name
         self.iterations = iterations
         self.warmup = warmup
         self.build = build  # cache -> fn(i)
+        self.memo_friendly = memo_friendly
+        self.headline = headline
 
 
-def scenarios(n: int, n_big: int) -> list[Scenario]:
+HOT_KEYS = 256
+
+
+def working_set_name(working_set: int) -> str:
+    size = f"{working_set // 1000}k" if working_set % 1000 == 0 else f"{working_set:,}"
+    return f"get ({size} keys, random)"
+
+
+def fill_working_set(cache: Any, working_set: int) -> None:
+    """Store ``w-0`` ... ``w-<working_set - 1>``, their values int, str and dict in turn (untimed;
+    each library's fastest way: one transaction for python-diskcache, set_many elsewhere)."""
+    values = list(SMALL_VALUES.values())
+    items = {f"w-{j}": values[j % len(values)] for j in range(working_set)}
+    if isinstance(cache, diskcache.Cache):
+        with cache.transact():
+            for key, value in items.items():
+                cache.set(key, value)
+    elif hasattr(cache, "set_many"):
+        keys = list(items)
+        for start in range(0, len(keys), 10_000):
+            cache.set_many({k: items[k] for k in keys[start : start + 10_000]})
+    else:  # pragma: no cover - every library compared here has one of the two
+        for key, value in items.items():
+            cache.set(key, value)
+
+
+def scenarios(n: int, n_big: int, working_set: int) -> list[Scenario]:
     warm = max(50, n // 10)
     out: list[Scenario] = []
+
+    # The headline get: every call (warm-up, timed, and the one more call) reads a key of the
+    # working set that no call read before, in random order, the same order for every library.
+    reads = [f"w-{j}" for j in random.Random(17).sample(range(working_set), n + 1 + warm)]
+
+    def get_spread(cache: Any) -> Callable[[int], Any]:
+        fill_working_set(cache, working_set)
+        return lambda i: cache.get(reads[i])  # warm-up i < 0 reads the tail of the list
+
+    out.append(Scenario(working_set_name(working_set), n, warm, get_spread, headline=True))
+
+    memo_rows: list[Scenario] = []
     for label, value in SMALL_VALUES.items():
 
         def get_hit(cache: Any, value: Any = value) -> Callable[[int], Any]:
-            for i in range(256):
+            for i in range(HOT_KEYS):
                 cache.set(f"hit-{i}", value)
-            return lambda i: cache.get(f"hit-{i % 256}")
+            return lambda i: cache.get(f"hit-{i % HOT_KEYS}")
 
         def set_new(cache: Any, value: Any = value) -> Callable[[int], Any]:
             return lambda i: cache.set(f"new-{i}", value)
@@ -112,8 +175,12 @@ def scenarios(n: int, n_big: int) -> list[Scenario]:
                 cache.set(f"del-{i}", value)
             return lambda i: cache.delete(f"del-{i}")
 
+        memo_rows.append(
+            Scenario(
+                f"get {label} (memo: {HOT_KEYS} hot keys)", n, warm, get_hit, memo_friendly=True
+            )
+        )
         out += [
-            Scenario(f"get {label}", n, warm, get_hit),
             Scenario(f"set new {label}", n, warm, set_new),
             Scenario(f"set overwrite {label}", n, warm, set_overwrite),
             Scenario(f"add {label}", n, warm, add_new),
@@ -136,8 +203,8 @@ def scenarios(n: int, n_big: int) -> list[Scenario]:
         return lambda i: cache.get(f"bigget-{i % 8}")
 
     out.append(Scenario("set 1MB bytes", n_big, 10, set_big))
-    out.append(Scenario("get 1MB bytes", n_big, 10, get_big))
-    return out
+    out.append(Scenario("get 1MB bytes", n_big, 10, get_big))  # in files: never memoized
+    return out + memo_rows  # the realistic rows first, the memo-friendly ones last
 
 
 def run_one(module: Any, impl_name: str, scenario: Scenario) -> tuple[dict[str, float], Any]:
@@ -160,7 +227,11 @@ def short(value: Any) -> str:
 
 def run_pair(scenario: Scenario) -> dict[str, Any]:
     """Time one scenario on python-diskcache, oxide and (where it applies) diskcache-rs."""
-    result: dict[str, Any] = {"op": scenario.name}
+    result: dict[str, Any] = {
+        "op": scenario.name,
+        "headline": scenario.headline,
+        "memo_friendly": scenario.memo_friendly,
+    }
     result["diskcache"], expected = run_one(diskcache, "diskcache", scenario)
     result["oxide"], _ = run_one(diskcache_oxide, "oxide", scenario)
     result["ratio"] = result["diskcache"]["median_us"] / result["oxide"]["median_us"]
@@ -249,35 +320,57 @@ def run_batches(n_batches: int, batch: int) -> list[dict[str, Any]]:
 # ----------------------------------------------------------------------------- output
 
 
-def print_table(rows: list[dict[str, Any]], batches: list[dict[str, Any]]) -> None:
+OP_WIDTH = 30
+
+
+def print_row(row: dict[str, Any], why: dict[str, list[str]]) -> None:
+    d, o, r = row["diskcache"], row["oxide"], row["diskcache_rs"]
+    target = row["target"]
+    verdict = ""
+    if target is not None:
+        verdict = "ok" if row["ratio"] >= target else "BELOW"
+    target_text = f">={target:g}x {verdict}" if target is not None else "-"
+    op = row["op"]
+    if r is not None and op.startswith(RS_WEAKER):
+        op += " *"
+    elif r is None:
+        why.setdefault(row["diskcache_rs_note"], []).append(row["op"])
+    rs_cells = f"{r['median_us']:>8.1f}{r['p99_us']:>9.1f}" if r else f"{'n/a':>8}{'n/a':>9}"
+    rs_ratio = f"{row['ratio_rs']:>7.2f}x" if r else f"{'n/a':>8}"
+    print(
+        f"{op:<{OP_WIDTH}}{d['median_us']:>8.1f}{d['p99_us']:>9.1f}{o['median_us']:>8.1f}"
+        f"{o['p99_us']:>9.1f}{rs_cells}{row['ratio']:>7.2f}x{target_text:>13}{rs_ratio}"
+    )
+
+
+def print_table(
+    rows: list[dict[str, Any]], batches: list[dict[str, Any]], working_set: int
+) -> None:
     impls = f"{'python-diskcache':>17}{'diskcache_oxide':>17}{'diskcache-rs':>17}"
-    print(f"{'':<20}{impls}{'oxide faster by':>26}")
-    head = f"{'operation':<20}" + f"{'median':>8}{'p99':>9}" * 3
+    print(f"{'':<{OP_WIDTH}}{impls}{'oxide faster by':>26}")
+    head = f"{'operation':<{OP_WIDTH}}" + f"{'median':>8}{'p99':>9}" * 3
     head += f"{'vs dc':>8}{'target':>13}{'vs rs':>8}"
     print(head)
     print("-" * len(head))
     why: dict[str, list[str]] = {}
-    for row in rows:
-        d, o, r = row["diskcache"], row["oxide"], row["diskcache_rs"]
-        target = row["target"]
-        verdict = ""
-        if target is not None:
-            verdict = "ok" if row["ratio"] >= target else "BELOW"
-        target_text = f">={target:g}x {verdict}" if target is not None else "-"
-        op = row["op"]
-        if r is not None and op.startswith(RS_WEAKER):
-            op += " *"
-        elif r is None:
-            why.setdefault(row["diskcache_rs_note"], []).append(row["op"])
-        rs_cells = f"{r['median_us']:>8.1f}{r['p99_us']:>9.1f}" if r else f"{'n/a':>8}{'n/a':>9}"
-        rs_ratio = f"{row['ratio_rs']:>7.2f}x" if r else f"{'n/a':>8}"
+    realistic = [row for row in rows if not row["memo_friendly"]]
+    memo = [row for row in rows if row["memo_friendly"]]
+    for row in realistic:
+        print_row(row, why)
+    if memo:
         print(
-            f"{op:<20}{d['median_us']:>8.1f}{d['p99_us']:>9.1f}{o['median_us']:>8.1f}"
-            f"{o['p99_us']:>9.1f}{rs_cells}{row['ratio']:>7.2f}x{target_text:>13}{rs_ratio}"
+            f"-- memo-friendly (best case, not a typical get): the same {HOT_KEYS} keys read over"
+            "\n   and over on a cache nobody writes to, which oxide's memo of recent reads"
+            " (D-017)\n   serves without SQLite"
         )
+        for row in memo:
+            print_row(row, why)
     print(
         "\nTimes in microseconds. vs dc = python-diskcache median / oxide median (target:"
         " against\npython-diskcache); vs rs = diskcache-rs median / oxide median (no target)."
+        f"\n{working_set_name(working_set)}: the headline get. The cache holds {working_set:,}"
+        " keys (int, str and dict\nvalues in turn); each call reads a key no call read before,"
+        " in random order, so no\nmemo can serve it."
     )
     if any(row["diskcache_rs"] is not None and row["op"].startswith(RS_WEAKER) for row in rows):
         print(f"* {RS_WEAKER_NOTE}.")
@@ -298,24 +391,36 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer iterations")
     parser.add_argument("--json", default=str(ROOT / "results" / "latest.json"))
+    parser.add_argument(
+        "--working-set",
+        type=int,
+        default=None,
+        help="keys in the headline get's cache (default 100,000; 20,000 with --quick)",
+    )
     args = parser.parse_args(argv)
 
     n, n_big, n_batches = (500, 20, 20) if args.quick else (3000, 100, 200)
+    working_set = args.working_set or (20_000 if args.quick else 100_000)
+    if working_set < n + 1 + max(50, n // 10):
+        parser.error(f"--working-set must be at least {n + 1 + max(50, n // 10)} for {n} reads")
     rs_version = diskcache_rs.__version__ if diskcache_rs is not None else None
     print(
         f"diskcache_oxide {getattr(diskcache_oxide, '__version__', '?')} vs python-diskcache "
         f"{diskcache.__version__} and diskcache-rs {rs_version or '(not installed, skipped)'}"
         f"\nPython {platform.python_version()} | {platform.machine()} {os.cpu_count()} cpu "
-        f"| {n} iterations ({n_big} for 1 MB values)\n"
+        f"| {n} iterations ({n_big} for 1 MB values), headline get over {working_set:,} keys\n"
     )
     started = time.perf_counter()
-    rows = [run_pair(s) for s in scenarios(n, n_big)]
+    rows = [run_pair(s) for s in scenarios(n, n_big, working_set)]
     batches = run_batches(n_batches, 100)
-    print_table(rows, batches)
+    print_table(rows, batches, working_set)
     below = [r["op"] for r in rows if r["target"] is not None and r["ratio"] < r["target"]]
+    n_memo = sum(1 for r in rows if r["memo_friendly"])
+    memo_below = sum(1 for r in rows if r["memo_friendly"] and r["op"] in below)
     elapsed = time.perf_counter() - started
     print(
         f"\n{len(rows) - len(below)}/{len(rows)} operations meet their target"
+        f" ({n_memo - memo_below}/{n_memo} of them memo-friendly)"
         + (f"; below: {', '.join(below)}" if below else "")
         + f"  ({elapsed:.0f} s)"
     )
@@ -330,7 +435,13 @@ def main(argv: list[str] | None = None) -> int:
         "diskcache_version": diskcache.__version__,
         "oxide_version": getattr(diskcache_oxide, "__version__", None),
         "diskcache_rs_version": rs_version,
+        "quick": args.quick,
         "iterations": {"small": n, "1MB": n_big, "batches": n_batches},
+        "working_set": working_set,
+        "memo_friendly_means": (
+            f"repeated reads of {HOT_KEYS} keys on an unchanged cache, served by oxide's memo"
+            " of recent reads (D-017): a best case, not a typical get"
+        ),
         "results": rows,
         "batches": batches,
         "targets": TARGETS,

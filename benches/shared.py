@@ -1,5 +1,5 @@
 """What the benchmarks share: timing one call at a time (garbage collector off, medians and
-p99), and importing the libraries they compare against only where those are installed."""
+percentiles), and importing the libraries they compare against only where those are installed."""
 
 from __future__ import annotations
 
@@ -46,14 +46,19 @@ def time_each(fn: Callable[[int], Any], iterations: int, warmup: int = 0) -> lis
 def summarize(
     samples: Sequence[float], scale: float = 1000.0, items_per_call: int = 1
 ) -> dict[str, float]:
-    """Median, p99 and mean in microseconds per item; ``scale`` is samples per microsecond
-    (1000 for nanoseconds, 1e-6 for seconds)."""
+    """Median, p90, p99, max and mean in microseconds per item; ``scale`` is samples per
+    microsecond (1000 for nanoseconds, 1e-6 for seconds)."""
     ordered = sorted(samples)
-    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+    def at(fraction: float) -> float:
+        return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
+
     per = scale * items_per_call
     return {
         "median_us": statistics.median(ordered) / per,
-        "p99_us": p99 / per,
+        "p90_us": at(0.90) / per,
+        "p99_us": at(0.99) / per,
+        "max_us": ordered[-1] / per,
         "mean_us": statistics.fmean(ordered) / per,
         "n": len(ordered),
     }
