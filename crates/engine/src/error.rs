@@ -65,6 +65,19 @@ impl Error {
         Error::InvalidArgument(message.into())
     }
 
+    /// Whether the failure was a lack of disk space (SQLite's "database or disk is full", or
+    /// `ENOSPC` from a file operation).
+    pub(crate) fn is_disk_full(&self) -> bool {
+        match self {
+            Error::Sqlite {
+                source: rusqlite::Error::SqliteFailure(f, _),
+                ..
+            } => f.code == rusqlite::ErrorCode::DiskFull,
+            Error::Io { source, .. } => source.raw_os_error() == Some(libc::ENOSPC),
+            _ => false,
+        }
+    }
+
     /// What to do about a storage failure (`Error::Sqlite`), for the message shown to users.
     pub fn advice(&self) -> &'static str {
         use rusqlite::ErrorCode;

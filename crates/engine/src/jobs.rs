@@ -230,7 +230,7 @@ impl Cache {
 
     /// Finish a job: it is deleted. False if `lease_id` no longer holds the lease.
     pub fn job_finish(&self, id: i64, lease_id: i64) -> Result<bool> {
-        self.write(None, |db, unlink| {
+        self.freeing(|db, unlink| {
             let gone: Option<Option<String>> = db
                 .held("DELETE FROM jobs WHERE id = ?1 AND state = 1 AND lease = ?2 RETURNING filename")
                 .and_then(|mut st| st.query_row(params![id, lease_id], |r| r.get(0)).optional())
@@ -399,7 +399,7 @@ impl Cache {
 
     /// Delete a job in any state. False if there was none.
     pub fn job_delete(&self, id: i64) -> Result<bool> {
-        self.write(None, |db, unlink| {
+        self.freeing(|db, unlink| {
             let gone: Option<Option<String>> = db
                 .held("DELETE FROM jobs WHERE id = ?1 RETURNING filename")
                 .and_then(|mut st| st.query_row([id], |r| r.get(0)).optional())

@@ -27,6 +27,7 @@ mod layout;
 mod lock;
 mod queue;
 mod recent;
+mod reserve;
 mod settings;
 mod spin;
 mod statements;

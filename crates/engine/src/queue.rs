@@ -214,7 +214,7 @@ impl Cache {
     ) -> Result<Vec<(Key, Entry)>> {
         check_prefix(prefix)?;
         let range = Range::new(prefix);
-        self.write(None, |db, unlink| {
+        self.freeing(|db, unlink| {
             let mut taken = Vec::new();
             let mut delta = Delta::default();
             while taken.len() < n {
@@ -269,7 +269,7 @@ impl Cache {
 
     /// Remove a damaged item found by `peek` (the caller saw its error); true if it was still there.
     pub fn discard(&self, key: &Key) -> Result<bool> {
-        self.write(None, |db, unlink| {
+        self.freeing(|db, unlink| {
             let (k, raw) = crate::cache::key_sql(key);
             let gone: Option<(i64, Option<String>, i64)> = db
                 .held(

@@ -3,7 +3,7 @@
 use super::*;
 
 /// One batch's count, or, if it timed out, the timeout with what earlier batches removed.
-fn removed_so_far(batch: Result<u64>, before: u64) -> Result<u64> {
+fn removed_so_far<T>(batch: Result<T>, before: u64) -> Result<T> {
     match batch {
         Err(Error::Timeout) => Err(Error::TimeoutAfter { removed: before }),
         other => other,
@@ -22,7 +22,9 @@ impl Cache {
     ) -> Result<u64> {
         let mut total = 0u64;
         loop {
-            let batch = self.write(None, |db, unlink| {
+            // The cursor moves only once a batch has committed: on a full disk the batch is
+            // rolled back and run again (D-039).
+            let batch = self.freeing(|db, unlink| {
                 let mut args = vec![cursor.clone(), SqlValue::Integer(BATCH)];
                 args.extend(extra.clone());
                 let mut stmt = db
@@ -43,14 +45,16 @@ impl Cache {
                     .ctx("selecting entries to remove")?;
                 drop(stmt);
                 let mut delta = Delta::default();
-                for (r, c) in &rows {
+                for (r, _) in &rows {
                     delete_by_rowid(db, r, unlink, &mut delta)?;
-                    cursor = c.clone();
                 }
                 apply_delta(db, &delta)?;
-                Ok(rows.len() as u64)
+                Ok((rows.len() as u64, rows.last().map(|(_, c)| c.clone())))
             });
-            let n = removed_so_far(batch, total)?;
+            let (n, last) = removed_so_far(batch, total)?;
+            if let Some(last) = last {
+                cursor = last;
+            }
             total += n;
             if n == 0 {
                 return Ok(total);
@@ -97,7 +101,7 @@ impl Cache {
             return Ok(0);
         };
         while self.volume()? > s.size_limit as u64 {
-            let batch = self.write(None, |db, unlink| {
+            let batch = self.freeing(|db, unlink| {
                 let rows = select_rows(db, victims, [10])?;
                 let mut delta = Delta::default();
                 for r in &rows {

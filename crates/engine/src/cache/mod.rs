@@ -9,6 +9,7 @@ use crate::files::{Found, Modes, ValueFiles};
 use crate::key::{Key, Scalar, RAW_ENCODED, RAW_NATIVE, RAW_PICKLED};
 use crate::lock::DirLock;
 use crate::recent::Recent;
+use crate::reserve::Reserve;
 use crate::settings::{EvictionPolicy, SettingValue, Settings};
 use crate::statements::Db;
 use crate::stored::{checksum, Entry, Kind, StoredValue, ValueFile, ValueRef};
@@ -96,6 +97,8 @@ struct Inner {
     read_only: bool,
     /// Modes of the files and directories this handle creates (D-027).
     modes: Modes,
+    /// Space held back for removals on a full disk (D-039); `None` on a read-only handle.
+    reserve: Option<Reserve>,
 }
 
 struct Conn {
@@ -178,6 +181,14 @@ enum FileMode {
 const MOVED_CHECK_INTERVAL: Duration = Duration::from_millis(500);
 /// How often a read on an immutable connection is made again when `cache.db` changed under it.
 const READ_ONLY_RETRIES: usize = 3;
+
+/// The checkpoints a removal on a full disk tries, mildest first (D-039): a passive one lets
+/// the next write start the WAL over in the space it already has; a truncating one (which
+/// waits for readers) gives the WAL's space back.
+const FULL_DISK_CHECKPOINTS: [&str; 2] = [
+    "PRAGMA wal_checkpoint(PASSIVE)",
+    "PRAGMA wal_checkpoint(TRUNCATE)",
+];
 
 /// A value file just written, with the directory lock held until its row is (D-005).
 pub(crate) type NewFile = (String, Option<DirLock>);
@@ -350,7 +361,12 @@ impl Cache {
                 .query_row("PRAGMA page_size", [], |r| r.get(0))
                 .ctx("reading the page size")?
         };
+        let reserve = (!options.read_only).then(|| Reserve::new(&directory));
+        if let Some(reserve) = &reserve {
+            reserve.ensure(modes.file);
+        }
         let inner = Inner {
+            reserve,
             files: ValueFiles::new(&directory, modes),
             modes,
             directory,
@@ -612,6 +628,47 @@ impl Cache {
         if result.is_err() {
             if let Some(n) = &new_name {
                 self.inner.files.remove(n);
+            }
+        }
+        result
+    }
+
+    /// A write that removes entries and so frees space (D-039). On a full disk it gives up the
+    /// reserve, lets the WAL start over (a passive checkpoint, with the reserve's room to grow
+    /// `cache.db`; then, if that was not enough, a truncating one) and runs `f` again: a full
+    /// cache can always be emptied and a full queue drained. `f` must be safe to run again
+    /// after a rollback.
+    pub(crate) fn freeing<T>(
+        &self,
+        mut f: impl FnMut(&Db, &mut Vec<String>) -> Result<T>,
+    ) -> Result<T> {
+        let first = self.write(None, &mut f);
+        if !first.as_ref().is_err_and(Error::is_disk_full) {
+            if first.is_ok() {
+                if let Some(reserve) = &self.inner.reserve {
+                    reserve.ensure_if_missing(self.inner.modes.file);
+                }
+            }
+            return first;
+        }
+        if let Some(reserve) = &self.inner.reserve {
+            reserve.release();
+        }
+        let mut result = first;
+        for checkpoint in FULL_DISK_CHECKPOINTS {
+            // A checkpoint that fails (readers, or still no room) leaves the WAL as it was.
+            let _ = self.with_conn(|c| {
+                c.db.query_row(checkpoint, [], |_| Ok(()))
+                    .ctx("checkpointing the WAL")
+            });
+            result = self.write(None, &mut f);
+            if !result.as_ref().is_err_and(Error::is_disk_full) {
+                break;
+            }
+        }
+        if result.is_ok() {
+            if let Some(reserve) = &self.inner.reserve {
+                reserve.ensure(self.inner.modes.file);
             }
         }
         result

@@ -271,7 +271,7 @@ impl Cache {
 
     /// Remove and return an unexpired entry.
     pub fn pop(&self, key: &Key) -> Result<Option<Entry>> {
-        self.write(None, |db, unlink| {
+        self.freeing(|db, unlink| {
             let Some(mut row) = self.read_row(db, key)? else {
                 return Ok(None);
             };
@@ -295,7 +295,7 @@ impl Cache {
 
     /// Remove an unexpired entry. Returns whether one was removed.
     pub fn delete(&self, key: &Key) -> Result<bool> {
-        self.write(None, |db, unlink| {
+        self.freeing(|db, unlink| {
             let mut delta = Delta::default();
             let hit = delete_live(db, key, now(), unlink, &mut delta)?;
             apply_delta(db, &delta)?;
@@ -305,7 +305,7 @@ impl Cache {
 
     /// Delete many keys in one transaction. Returns how many were present.
     pub fn delete_many(&self, keys: &[Key]) -> Result<u64> {
-        self.write(None, |db, unlink| {
+        self.freeing(|db, unlink| {
             let now = now();
             let mut delta = Delta::default();
             let mut n = 0;
