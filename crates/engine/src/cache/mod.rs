@@ -11,7 +11,7 @@ use crate::lock::DirLock;
 use crate::recent::Recent;
 use crate::settings::{EvictionPolicy, SettingValue, Settings};
 use crate::statements::Db;
-use crate::stored::{checksum, Entry, Kind, StoredValue, ValueFile, ValueRef};
+use crate::stored::{checksum, Entry, Kind, StoredValue, ValueFile, ValueHandle, ValueRef};
 use crate::{Error, Result};
 use rusqlite::types::{ToSqlOutput, Value as SqlValue, ValueRef as Sql};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -292,6 +292,7 @@ impl Cache {
         let directory = directory.as_ref().to_path_buf();
         crate::layout::refuse_fanout_root(&directory)?;
         let db_path = directory.join(DB_NAME);
+        crate::files::refuse_unsafe_db_files(&db_path)?;
         let _deadline = Deadline::start(options.timeout);
         let _active = conn::Active::enter();
         let (conn, settings, modes) = if options.read_only {
@@ -467,6 +468,7 @@ impl Cache {
     }
 
     fn connect(&self) -> Result<Conn> {
+        crate::files::refuse_unsafe_db_files(&self.inner.db_path)?;
         let (db, immutable) = if self.inner.read_only {
             conn::open_read_only(&self.inner.db_path)?
         } else {

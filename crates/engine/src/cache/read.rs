@@ -49,7 +49,12 @@ impl Cache {
                     Some(mut row) if live(row.expire_time, now) => {
                         match self.load_mode(&mut row, mode)? {
                             Found::Yes(v) => Some((row, v)),
-                            Found::Missing => None,
+                            // Under the write lock the row cannot have changed: damage.
+                            Found::Missing => {
+                                let name = row.filename.clone().unwrap_or_default();
+                                self.missing_file(db, key, &name)?;
+                                None
+                            }
                         }
                     }
                     _ => None,
