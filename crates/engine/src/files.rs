@@ -428,7 +428,16 @@ impl ValueFiles {
             self.modes.widen(&f)?;
             Ok(f)
         });
-        fd.map_err(|e| Error::io("creating a value file", Some(self.path(name)), e))
+        fd.map_err(|e| {
+            let context = match e.raw_os_error() {
+                Some(libc::ELOOP | libc::ENOTDIR) => format!(
+                    "creating a value file: values/ or values/{sub} is a symbolic link or not a \
+                     directory, and the cache never follows one; run check(fix=True) to remove it"
+                ),
+                _ => "creating a value file".to_owned(),
+            };
+            Error::io(context, Some(self.path(name)), e)
+        })
     }
 
     /// Read a whole value file, which its row says is `expected` bytes long, and check its
