@@ -729,7 +729,8 @@ pub(crate) enum Fetched {
     Bytes(Vec<u8>),
     Value(Result<Value, String>),
     Pickled(Vec<u8>),
-    File(std::path::PathBuf),
+    /// A verified value file, open (python-diskcache's `read=True`).
+    File(diskcache_oxide_engine::ValueHandle),
     /// Bytes left in their value file, read straight into a `bytes` by the caller.
     Deferred(diskcache_oxide_engine::ValueFile),
 }
@@ -763,7 +764,15 @@ pub(crate) fn fetched_to_py(
         Fetched::Value(Ok(v)) => from_value(py, v, 0)?,
         Fetched::Value(Err(m)) => return Err(corrupt(py, "value", &m)),
         Fetched::Pickled(b) => unpickle(py, &b, pickle)?,
-        Fetched::File(path) => pyobj::open_value_file(py)?.call1((path,))?,
+        Fetched::File(handle) => {
+            let path = handle.path().to_path_buf();
+            let file = handle.into_file().map_err(|e| {
+                pyo3::exceptions::PyOSError::new_err(format!("opening a value file: {e}"))
+            })?;
+            let fd = std::os::fd::IntoRawFd::into_raw_fd(file);
+            // The Python file object owns the descriptor from here.
+            pyobj::open_value_file(py)?.call1((fd, path))?
+        }
         Fetched::Deferred(_) => {
             return Err(corrupt(
                 py,

@@ -2,7 +2,7 @@
 //! (`diskcache_oxide.errors`) and imported here once (D-008).
 
 use diskcache_oxide_engine::Error;
-use pyo3::exceptions::{PyOSError, PyOverflowError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyMemoryError, PyOSError, PyOverflowError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
@@ -112,6 +112,7 @@ pub(crate) fn to_py_ref(py: Python<'_>, error: &Error) -> PyErr {
         Error::Overflow(_) => PyOverflowError::new_err(error.to_string()),
         Error::ReadOnly(_) => Exc::ReadOnly.err(py, error.to_string()),
         Error::LayoutMismatch(_) => Exc::LayoutMismatch.err(py, error.to_string()),
+        Error::NoMemory(_) => PyMemoryError::new_err(error.to_string()),
         Error::Io {
             context,
             path,

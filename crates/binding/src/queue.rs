@@ -250,9 +250,9 @@ pub(crate) fn decode_candidate(c: &Candidate, pickle: bool) -> Decoded {
             })
         }
         StoredValue::Pickled(bytes) => Python::attach(|py| settle(py, unpickle(py, bytes, pickle))),
-        StoredValue::File(path) => {
-            Python::attach(|py| settle(py, fetched_to_py(py, Fetched::File(path.clone()), pickle)))
-        }
+        StoredValue::File(handle) => Python::attach(|py| {
+            settle(py, fetched_to_py(py, Fetched::File(handle.clone()), pickle))
+        }),
         // Only `get_deferred` defers; queue reads load values whole.
         StoredValue::Deferred(_) => Python::attach(|py| {
             settle(

@@ -35,6 +35,9 @@ pub enum Error {
     /// The directory's layout (a plain cache or a FanoutCache root) does not match the way
     /// it is being opened (D-018). Nothing on disk was changed.
     LayoutMismatch(String),
+    /// Memory for something read from the directory could not be had (a value file larger
+    /// than memory): reported, never an abort (D-035).
+    NoMemory(String),
     /// A file system operation failed.
     Io {
         context: String,
@@ -147,6 +150,7 @@ impl fmt::Display for Error {
             Error::Overflow(m) => write!(f, "{m}"),
             Error::ReadOnly(m) => write!(f, "{m}"),
             Error::LayoutMismatch(m) => write!(f, "{m}"),
+            Error::NoMemory(m) => write!(f, "{m}"),
             Error::Io {
                 context,
                 path,

@@ -8,11 +8,12 @@
 use crate::settings::SettingValue;
 use crate::stored::{checksum, Checksum};
 use crate::{Error, Result};
-use std::ffi::CString;
+use std::ffi::{CString, OsString};
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 pub(crate) const VALUES_DIR: &str = "values";
@@ -253,18 +254,25 @@ impl ValueFiles {
     fn open_sub(&self, sub: &str, create: bool) -> io::Result<OwnedFd> {
         let root = match self.open_root() {
             Err(e) if create && e.kind() == io::ErrorKind::NotFound => {
-                match std::fs::DirBuilder::new()
+                let made = match std::fs::DirBuilder::new()
                     .mode(self.modes.dir & 0o777)
                     .create(&self.root)
                 {
-                    Ok(()) => std::fs::set_permissions(
-                        &self.root,
-                        std::fs::Permissions::from_mode(self.modes.dir),
-                    )?,
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                    Ok(()) => true,
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
                     Err(e) => return Err(e),
+                };
+                let root = self.open_root()?;
+                if made {
+                    // Through the descriptor: a chmod by path would follow a symlink that
+                    // replaced the new directory.
+                    // SAFETY: a directory descriptor we own.
+                    let mode = self.modes.dir as libc::mode_t;
+                    if unsafe { libc::fchmod(root.as_raw_fd(), mode) } != 0 {
+                        return Err(io::Error::last_os_error());
+                    }
                 }
-                self.open_root()?
+                root
             }
             other => other?,
         };
@@ -296,33 +304,66 @@ impl ValueFiles {
         }
     }
 
-    /// Open a value file for reading; with it, its length (from the same `fstat`).
-    fn open_file(&self, name: &str) -> Result<Found<(File, u64)>> {
+    /// Open a value file for reading and check, with one `fstat` of the open descriptor, that
+    /// it is a regular file exactly `expected` bytes long (D-035). Nothing is ever sized from the
+    /// file's own length. `O_NONBLOCK` keeps a FIFO or a device put in its place from blocking
+    /// the open; `O_NOFOLLOW` (here and on its directories) refuses a symlink.
+    fn open_file(&self, name: &str, expected: i64) -> Result<Found<File>> {
         let (sub, file) = Self::validate(name)?;
         let opened = self.open_sub(sub, false).and_then(|dir| {
             let c = cstring(file.as_bytes())?;
-            open_fd(dir.as_raw_fd(), &c, libc::O_RDONLY | libc::O_NOFOLLOW)
+            open_fd(
+                dir.as_raw_fd(),
+                &c,
+                libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY,
+            )
         });
-        match opened {
-            Ok(fd) => {
-                let f = File::from(fd);
-                let meta = f.metadata().map_err(|e| Error::io("reading a value file", Some(self.path(name)), e))?;
-                if !meta.is_file() {
-                    return Err(Error::corrupt(format!("value file {name:?} is not a regular file")));
-                }
-                Ok(Found::Yes((f, meta.len())))
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Found::Missing),
-            // O_NOFOLLOW on a symlink gives ELOOP: someone replaced the file or a directory.
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) || e.raw_os_error() == Some(libc::ENOTDIR) => {
-                Err(Error::corrupt(format!(
-                    "value file {name:?} or its directory was replaced by a symbolic link; it was not followed"
-                )))
-            }
-            Err(e) => Err(Error::io("opening a value file", Some(self.path(name)), e)),
+        let fd = match opened {
+            Ok(fd) => fd,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Found::Missing),
+            Err(e) => return Err(self.open_error(name, e)),
+        };
+        let f = File::from(fd);
+        let meta = f
+            .metadata()
+            .map_err(|e| Error::io("reading a value file", Some(self.path(name)), e))?;
+        if !meta.is_file() {
+            return Err(Error::corrupt(format!(
+                "value file {name:?} is {}, not a regular file; it was not read (run \
+                 check(fix=True) to drop the entry)",
+                kind_of(&meta.file_type())
+            )));
         }
+        let len = meta.len();
+        if u64::try_from(expected).ok() != Some(len) {
+            return Err(Error::corrupt(format!(
+                "value file {name:?} is {len} bytes long, but its row says {expected}; it was \
+                 not read (run check(fix=True) to drop the entry)"
+            )));
+        }
+        Ok(Found::Yes(f))
     }
 
+    /// The error for a value file that could not be opened (other than "not there").
+    fn open_error(&self, name: &str, e: io::Error) -> Error {
+        match e.raw_os_error() {
+            // O_NOFOLLOW on a symlink gives ELOOP; O_DIRECTORY on a non-directory, ENOTDIR.
+            Some(libc::ELOOP) | Some(libc::ENOTDIR) => Error::corrupt(format!(
+                "value file {name:?} or one of its directories (values/ or values/{}) was \
+                 replaced by a symbolic link or by something that is not a directory; nothing \
+                 was followed (run check(fix=True) to drop the entry)",
+                &name[..2.min(name.len())]
+            )),
+            // open() of a socket, or of a device with no driver behind it.
+            Some(libc::ENXIO) | Some(libc::EOPNOTSUPP) | Some(libc::ENODEV) => {
+                Error::corrupt(format!(
+                    "value file {name:?} is a socket or a device, not a regular file; it was \
+                     not read (run check(fix=True) to drop the entry)"
+                ))
+            }
+            _ => Error::io("opening a value file", Some(self.path(name)), e),
+        }
+    }
     /// Write a new value file in one `write` call. The name is fresh, so `O_EXCL` never races.
     pub(crate) fn write(&self, name: &str, data: &[u8]) -> Result<()> {
         let mut f = self.create(name)?;
@@ -387,18 +428,36 @@ impl ValueFiles {
             self.modes.widen(&f)?;
             Ok(f)
         });
-        fd.map_err(|e| Error::io("creating a value file", Some(self.path(name)), e))
+        fd.map_err(|e| {
+            let context = match e.raw_os_error() {
+                Some(libc::ELOOP | libc::ENOTDIR) => format!(
+                    "creating a value file: values/ or values/{sub} is a symbolic link or not a \
+                     directory, and the cache never follows one; run check(fix=True) to remove it"
+                ),
+                _ => "creating a value file".to_owned(),
+            };
+            Error::io(context, Some(self.path(name)), e)
+        })
     }
 
-    /// Read a whole value file and check its checksum.
-    pub(crate) fn read(&self, name: &str, crc: u32) -> Result<Found<Vec<u8>>> {
-        let (mut f, len) = match self.open_file(name)? {
-            Found::Yes(opened) => opened,
+    /// Read a whole value file, which its row says is `expected` bytes long, and check its
+    /// checksum.
+    pub(crate) fn read(&self, name: &str, crc: u32, expected: i64) -> Result<Found<Vec<u8>>> {
+        let f = match self.open_file(name, expected)? {
+            Found::Yes(f) => f,
             Found::Missing => return Ok(Found::Missing),
         };
-        let mut data = Vec::with_capacity(len as usize);
-        f.read_to_end(&mut data)
+        // open_file checked that the file is exactly `expected` (>= 0) bytes long.
+        let len = expected as u64;
+        let mut data = Vec::new();
+        reserve(&mut data, len, name)?;
+        // At most `len` bytes, however the file changes while it is read.
+        f.take(len)
+            .read_to_end(&mut data)
             .map_err(|e| Error::io("reading a value file", Some(self.path(name)), e))?;
+        if data.len() as u64 != len {
+            return Err(changed_error(name));
+        }
         if checksum(&data) != crc {
             return Err(checksum_error(name));
         }
@@ -408,54 +467,58 @@ impl ValueFiles {
     /// Read a value file into `buf`, which must be exactly as long as the file, and check its
     /// checksum.
     pub(crate) fn read_into(&self, name: &str, crc: u32, buf: &mut [u8]) -> Result<Found<()>> {
-        let (mut f, len) = match self.open_file(name)? {
-            Found::Yes(opened) => opened,
+        let mut f = match self.open_file(name, buf.len() as i64)? {
+            Found::Yes(f) => f,
             Found::Missing => return Ok(Found::Missing),
         };
-        if len != buf.len() as u64 {
-            return Err(Error::corrupt(format!(
-                "value file {name:?} is {len} bytes long, but its row says {}",
-                buf.len()
-            )));
-        }
-        f.read_exact(buf)
-            .map_err(|e| Error::io("reading a value file", Some(self.path(name)), e))?;
+        f.read_exact(buf).map_err(|e| {
+            if e.kind() == io::ErrorKind::UnexpectedEof {
+                changed_error(name)
+            } else {
+                Error::io("reading a value file", Some(self.path(name)), e)
+            }
+        })?;
         if checksum(buf) != crc {
             return Err(checksum_error(name));
         }
         Ok(Found::Yes(()))
     }
 
-    /// Check a value file's checksum without keeping its contents (for read handles).
-    pub(crate) fn verify(&self, name: &str, crc: u32) -> Result<Found<u64>> {
-        let mut f = match self.open_file(name)? {
-            Found::Yes((f, _)) => f,
+    /// Check a value file's checksum without keeping its contents, and return it open at its
+    /// start (for read handles: whatever happens to the name afterwards, the caller reads the
+    /// bytes that were verified).
+    pub(crate) fn verify(&self, name: &str, crc: u32, expected: i64) -> Result<Found<File>> {
+        let f = match self.open_file(name, expected)? {
+            Found::Yes(f) => f,
             Found::Missing => return Ok(Found::Missing),
         };
+        let len = expected as u64;
         let mut buf = vec![0u8; 1 << 20];
-        let (mut size, mut actual) = (0u64, Checksum::new());
-        loop {
-            let n = f
-                .read(&mut buf)
-                .map_err(|e| Error::io("reading a value file", Some(self.path(name)), e))?;
-            if n == 0 {
-                break;
-            }
+        let (mut at, mut actual) = (0u64, Checksum::new());
+        while at < len {
+            let want = buf.len().min((len - at) as usize);
+            let n = match f.read_at(&mut buf[..want], at) {
+                Ok(0) => return Err(changed_error(name)),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Error::io("reading a value file", Some(self.path(name)), e)),
+            };
             actual.update(&buf[..n]);
-            size += n as u64;
+            at += n as u64;
         }
         if actual.value() != crc {
             return Err(checksum_error(name));
         }
-        Ok(Found::Yes(size))
-    }
-
-    /// Size of a value file, if it is there.
-    pub(crate) fn size(&self, name: &str) -> Result<Found<u64>> {
-        match self.open_file(name)? {
-            Found::Yes((_, len)) => Ok(Found::Yes(len)),
-            Found::Missing => Ok(Found::Missing),
+        // A regular file ignores O_NONBLOCK; the caller's handle gets plain blocking reads
+        // anyway, as from open().
+        // SAFETY: a descriptor we own; F_GETFL/F_SETFL only change its status flags.
+        unsafe {
+            let flags = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
+            if flags >= 0 {
+                libc::fcntl(f.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK);
+            }
         }
+        Ok(Found::Yes(f))
     }
 
     /// Best-effort unlink of a file we named. A symlink in its place is removed itself, never
@@ -472,44 +535,275 @@ impl ValueFiles {
         }
     }
 
-    /// Every entry under `values/`, as (relative name, is a plain file), for `check`.
-    pub(crate) fn list(&self) -> Result<Vec<(String, bool)>> {
+    /// What `values/` is: a directory (or absent), or something else, which is never followed.
+    pub(crate) fn root_kind(&self) -> Result<Option<&'static str>> {
+        match std::fs::symlink_metadata(&self.root) {
+            Ok(m) if m.is_dir() => Ok(None),
+            Ok(m) => Ok(Some(kind_of(&m.file_type()))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io("reading value files", Some(self.root.clone()), e)),
+        }
+    }
+
+    /// Remove `values/` when it is not a directory (a symlink is removed itself, its target
+    /// left alone), so that the next write makes a fresh one.
+    pub(crate) fn remove_root(&self) -> io::Result<()> {
+        let parent = self.root.parent().unwrap_or(Path::new("."));
+        let dir = open_fd(
+            libc::AT_FDCWD,
+            &cstring(parent.as_os_str().as_encoded_bytes())?,
+            libc::O_RDONLY | libc::O_DIRECTORY,
+        )?;
+        let name = cstring(VALUES_DIR.as_bytes())?;
+        if stat_at(&dir, &name)?.st_mode & libc::S_IFMT == libc::S_IFDIR {
+            return Ok(()); // it became a directory meanwhile: nothing to remove
+        }
+        unlink_at(&dir, &name, 0)
+    }
+
+    /// Every entry under `values/` and its subdirectories, for `check`. Read through
+    /// descriptors opened with `O_NOFOLLOW`, so a symlink anywhere is listed, never entered.
+    pub(crate) fn list(&self) -> Result<Vec<Listed>> {
+        let fail = |e: io::Error| Error::io("listing value files", Some(self.root.clone()), e);
         let mut out = Vec::new();
-        let top = match std::fs::read_dir(&self.root) {
-            Ok(t) => t,
+        let root = match self.open_root() {
+            Ok(fd) => fd,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
-            Err(e) => return Err(Error::io("listing value files", Some(self.root.clone()), e)),
+            Err(e) => return Err(fail(e)),
         };
-        for sub in top.flatten() {
-            let sub_name = sub.file_name().to_string_lossy().into_owned();
-            let is_dir = sub.file_type().map(|t| t.is_dir()).unwrap_or(false);
-            if !is_dir {
-                out.push((sub_name, false));
+        for (sub, kind) in read_dir_fd(&root).map_err(fail)? {
+            if kind != libc::DT_DIR {
+                out.push(Listed {
+                    sub: None,
+                    name: sub,
+                    plain: false,
+                });
                 continue;
             }
-            let entries = std::fs::read_dir(sub.path())
-                .map_err(|e| Error::io("listing value files", Some(sub.path()), e))?;
-            for entry in entries.flatten() {
-                let plain = entry.file_type().map(|t| t.is_file()).unwrap_or(false);
-                out.push((
-                    format!("{sub_name}/{}", entry.file_name().to_string_lossy()),
-                    plain,
-                ));
+            let dir = match open_fd(
+                root.as_raw_fd(),
+                &cstring(sub.as_bytes()).map_err(fail)?,
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+            ) {
+                Ok(d) => d,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
+                    // Replaced by something else since it was listed.
+                    out.push(Listed {
+                        sub: None,
+                        name: sub,
+                        plain: false,
+                    });
+                    continue;
+                }
+                Err(e) => return Err(fail(e)),
+            };
+            for (name, kind) in read_dir_fd(&dir).map_err(fail)? {
+                out.push(Listed {
+                    sub: Some(sub.clone()),
+                    name,
+                    plain: kind == libc::DT_REG,
+                });
             }
         }
         Ok(out)
     }
 
-    /// Remove an entry found by `list` that no row names (only plain files and symlinks).
-    pub(crate) fn remove_unknown(&self, relative: &str) -> io::Result<()> {
-        let path = self.root.join(relative);
-        let meta = std::fs::symlink_metadata(&path)?;
-        if meta.is_dir() {
-            std::fs::remove_dir(&path)
-        } else {
-            std::fs::remove_file(&path)
+    /// Remove an entry found by `list` that no row names: a file, a symlink (itself, never
+    /// what it points to) or an empty directory. Only ever inside `values/`, through
+    /// descriptors opened with `O_NOFOLLOW`.
+    pub(crate) fn remove_unknown(&self, entry: &Listed) -> io::Result<()> {
+        let root = self.open_root()?;
+        let dir = match &entry.sub {
+            Some(sub) => open_fd(
+                root.as_raw_fd(),
+                &cstring(sub.as_bytes())?,
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+            )?,
+            None => root,
+        };
+        let name = cstring(entry.name.as_bytes())?;
+        let is_dir = stat_at(&dir, &name)?.st_mode & libc::S_IFMT == libc::S_IFDIR;
+        unlink_at(&dir, &name, if is_dir { libc::AT_REMOVEDIR } else { 0 })
+    }
+}
+
+/// An entry under `values/`, as `check` lists it.
+pub(crate) struct Listed {
+    /// The subdirectory it is in, or `None` for an entry of `values/` itself.
+    sub: Option<OsString>,
+    name: OsString,
+    /// A regular file inside a subdirectory: what a row may name.
+    pub(crate) plain: bool,
+}
+
+impl Listed {
+    /// The name relative to `values/`, as rows store it (lossy for names we never write).
+    pub(crate) fn relative(&self) -> String {
+        match &self.sub {
+            Some(sub) => format!("{}/{}", sub.to_string_lossy(), self.name.to_string_lossy()),
+            None => self.name.to_string_lossy().into_owned(),
         }
     }
+}
+
+/// "a FIFO", "a directory", ...: what a file type is, for messages.
+pub(crate) fn kind_of(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_file() {
+        "a regular file"
+    } else {
+        "an unknown kind of file"
+    }
+}
+
+/// Refuse a cache directory whose database files are symlinks or not regular files (D-035):
+/// SQLite follows links (it would create or write the target, wherever it is) and blocks
+/// forever reading a FIFO. Checked when a handle opens and whenever it opens a connection.
+pub(crate) fn refuse_unsafe_db_files(db_path: &Path) -> Result<()> {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut path = db_path.as_os_str().to_owned();
+        path.push(suffix);
+        let path = PathBuf::from(path);
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                return Err(Error::io(
+                    "inspecting the cache's database files",
+                    Some(path),
+                    e,
+                ))
+            }
+        };
+        if !meta.is_file() {
+            return Err(Error::NotACache(format!(
+                "{} is {}, not a regular file; diskcache_oxide never follows a link or opens \
+                 anything but a regular file among the cache's own files (SQLite would write \
+                 through a link, or block reading a FIFO). Nothing was opened: if the link is \
+                 yours, replace it with the file it points to; otherwise remove it (with a \
+                 damaged cache, move the whole directory aside) and open the cache again",
+                path.display(),
+                kind_of(&meta.file_type())
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Reserve exactly `len` more bytes, or fail with [`Error::NoMemory`] instead of aborting.
+pub(crate) fn reserve(data: &mut Vec<u8>, len: u64, name: &str) -> Result<()> {
+    usize::try_from(len)
+        .ok()
+        .and_then(|n| data.try_reserve_exact(n).ok())
+        .ok_or_else(|| {
+            Error::NoMemory(format!(
+                "reading the {len}-byte value file {name:?}: not enough memory; read it with \
+                 read=True to stream it instead"
+            ))
+        })
+}
+
+fn changed_error(name: &str) -> Error {
+    Error::corrupt(format!(
+        "value file {name:?} changed length while it was read; something other than the \
+         cache is writing it"
+    ))
+}
+
+fn stat_at(dir: &OwnedFd, name: &CString) -> io::Result<libc::stat> {
+    // SAFETY: an all-zero stat is valid output space; valid fd and NUL-terminated name.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let rc = unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st)
+}
+
+fn unlink_at(dir: &OwnedFd, name: &CString, flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: valid fd and NUL-terminated name; unlinkat never follows the last component.
+    if unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), flags) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The entries of an open directory (without `.` and `..`), with their types (`DT_*`; an
+/// entry the file system gives no type is `lstat`ed). Reads a duplicate of `dir`.
+fn read_dir_fd(dir: &OwnedFd) -> io::Result<Vec<(OsString, u8)>> {
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: dup of a valid descriptor; fdopendir takes ownership of the duplicate (closed by
+    // closedir below, or here if fdopendir fails).
+    let dup = unsafe { libc::fcntl(dir.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
+    if dup < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let stream = unsafe { libc::fdopendir(dup) };
+    if stream.is_null() {
+        let e = io::Error::last_os_error();
+        unsafe { libc::close(dup) };
+        return Err(e);
+    }
+    // The duplicate shares the offset: start at the beginning whatever an earlier read did.
+    unsafe { libc::rewinddir(stream) };
+    let mut out = Vec::new();
+    let result = loop {
+        // SAFETY: errno is thread-local; readdir on a stream we own.
+        unsafe { *libc::__errno_location() = 0 };
+        let entry = unsafe { libc::readdir(stream) };
+        if entry.is_null() {
+            let errno = io::Error::last_os_error();
+            break match errno.raw_os_error() {
+                Some(0) | None => Ok(()),
+                _ => Err(errno),
+            };
+        }
+        // SAFETY: readdir returned a valid entry whose d_name is NUL-terminated.
+        let (name, kind) = unsafe {
+            let e = &*entry;
+            (std::ffi::CStr::from_ptr(e.d_name.as_ptr()), e.d_type)
+        };
+        let bytes = name.to_bytes();
+        if bytes == b"." || bytes == b".." {
+            continue;
+        }
+        let kind = if kind == libc::DT_UNKNOWN {
+            match stat_at(dir, &name.to_owned()) {
+                Ok(st) => match st.st_mode & libc::S_IFMT {
+                    libc::S_IFDIR => libc::DT_DIR,
+                    libc::S_IFREG => libc::DT_REG,
+                    _ => libc::DT_UNKNOWN,
+                },
+                Err(_) => continue, // gone meanwhile
+            }
+        } else {
+            kind
+        };
+        out.push((std::ffi::OsStr::from_bytes(bytes).to_owned(), kind));
+    };
+    // SAFETY: a stream we own, closed once.
+    unsafe { libc::closedir(stream) };
+    result.map(|()| out)
 }
 
 fn checksum_error(name: &str) -> Error {

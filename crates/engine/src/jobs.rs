@@ -200,7 +200,7 @@ impl Cache {
                     let row = db
                         .held(
                             "UPDATE jobs SET state = 1, due = ?2, attempts = attempts + 1, lease = lease + 1 WHERE id = ?1 \
-                             RETURNING id, queue, state, due, attempts, max_attempts, created, error, dedupe, kind, crc, filename, value, lease",
+                             RETURNING id, queue, state, due, attempts, max_attempts, created, error, dedupe, kind, crc, filename, value, lease, size",
                         )
                         .and_then(|mut st| st.query_row(params![id, now + lease], job_row))
                         .ctx("taking a job")?;
@@ -416,7 +416,7 @@ impl Cache {
             kind: r.kind,
             crc: r.crc,
             filename: r.filename.clone(),
-            size: 0,
+            size: r.size,
             inline: match &r.inline {
                 Inline::Null => Inline::Null,
                 Inline::Int(i) => Inline::Int(*i),
@@ -457,7 +457,7 @@ impl Cache {
 }
 
 const JOB_COLUMNS: &str =
-    "id, queue, state, due, attempts, max_attempts, created, error, dedupe, kind, crc, filename, value, lease";
+    "id, queue, state, due, attempts, max_attempts, created, error, dedupe, kind, crc, filename, value, lease, size";
 
 struct JobRow {
     id: i64,
@@ -474,6 +474,8 @@ struct JobRow {
     filename: Option<String>,
     inline: Inline,
     lease: i64,
+    /// The value file's length, checked against the file before it is read (D-035).
+    size: i64,
 }
 
 fn job_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRow> {
@@ -499,6 +501,7 @@ fn job_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRow> {
             Sql::Blob(b) => Inline::Blob(b.to_vec()),
         },
         lease: r.get(13)?,
+        size: r.get(14)?,
     })
 }
 

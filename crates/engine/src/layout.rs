@@ -45,10 +45,45 @@ fn parse_marker(text: &str) -> std::result::Result<u64, String> {
     }
 }
 
+/// The most a marker may hold: ours are well under 100 bytes.
+const MARKER_MAX: u64 = 4096;
+
+/// Read a marker without following a symlink, blocking on a FIFO or a device, or reading
+/// more than [`MARKER_MAX`] bytes (D-035).
+fn read_marker(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let invalid = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => invalid("it is a symbolic link, which is never followed".into()),
+            _ => e,
+        })?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(invalid(format!(
+            "it is {}, not a regular file",
+            crate::files::kind_of(&meta.file_type())
+        )));
+    }
+    if meta.len() > MARKER_MAX {
+        return Err(invalid(format!(
+            "it is {} bytes long, more than a marker ever is ({MARKER_MAX})",
+            meta.len()
+        )));
+    }
+    let mut text = String::new();
+    file.take(MARKER_MAX).read_to_string(&mut text)?;
+    Ok(text)
+}
+
 /// The shard count recorded in `<directory>/fanout.json`, if the marker exists.
 pub fn fanout_shards(directory: impl AsRef<Path>) -> Result<Option<u64>> {
     let path = directory.as_ref().join(FANOUT_MARKER);
-    let text = match std::fs::read_to_string(&path) {
+    let text = match read_marker(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io("reading the FanoutCache marker", Some(path), e)),

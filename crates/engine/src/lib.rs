@@ -42,4 +42,4 @@ pub use key::{Key, Scalar};
 pub use layout::{claim_fanout, fanout_shards, FANOUT_MARKER};
 pub use queue::{Candidate, Side, Verdict, QUEUE_MAX, QUEUE_START};
 pub use settings::{EvictionPolicy, SettingValue, Settings, SETTING_NAMES};
-pub use stored::{checksum, Entry, Kind, StoredValue, ValueFile, ValueRef};
+pub use stored::{checksum, Entry, Kind, StoredValue, ValueFile, ValueHandle, ValueRef};

@@ -51,14 +51,44 @@ impl DirLock {
         modes: Modes,
     ) -> Result<DirLock> {
         let path = directory.join(LOCK_NAME);
-        let file = OpenOptions::new()
+        // Never through a symlink (it would create its target, wherever that is), and never
+        // blocking on a FIFO or a device put in its place (D-035).
+        let opened = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .mode(modes.file)
-            .open(&path)
-            .and_then(|f| modes.widen(&f).map(|()| f))
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(&path);
+        let refuse = |what: &str| {
+            Error::NotACache(format!(
+                "the cache's lock file {} is {what}, not a regular file; diskcache_oxide never \
+                 follows a link or locks anything else there. Nothing was created or changed: \
+                 remove it (rm {:?}) and the cache makes a new one",
+                path.display(),
+                path.display().to_string()
+            ))
+        };
+        let file = match opened {
+            Ok(f) => f,
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(refuse("a symbolic link"))
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EISDIR) => return Err(refuse("a directory")),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENXIO | libc::EOPNOTSUPP)) => {
+                return Err(refuse("a socket or a device"))
+            }
+            Err(e) => return Err(Error::io("opening the cache's lock file", Some(path), e)),
+        };
+        let meta = file
+            .metadata()
+            .map_err(|e| Error::io("opening the cache's lock file", Some(path.clone()), e))?;
+        if !meta.is_file() {
+            return Err(refuse(crate::files::kind_of(&meta.file_type())));
+        }
+        modes
+            .widen(&file)
             .map_err(|e| Error::io("opening the cache's lock file", Some(path.clone()), e))?;
         let deadline = Instant::now() + timeout;
         let mut pause = Duration::from_micros(50);

@@ -2,7 +2,8 @@
 
 use crate::value::{self, Value};
 use crate::{Error, Result};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The `kind` column: how the payload bytes are to be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,11 +94,63 @@ pub enum StoredValue {
     Bytes(Vec<u8>),
     Encoded(Vec<u8>),
     Pickled(Vec<u8>),
-    /// Bytes kept in a value file, returned as the file's path when the caller asked
-    /// for a handle (python-diskcache's `read=True`). The file's checksum was verified.
-    File(PathBuf),
+    /// Bytes kept in a value file, returned open when the caller asked for a handle
+    /// (python-diskcache's `read=True`). Its checksum was verified through this very
+    /// descriptor, so a concurrent delete or overwrite of the name cannot change what it reads.
+    File(ValueHandle),
     /// Bytes kept in a value file, not read yet (from [`crate::Cache::get_deferred`]).
     Deferred(ValueFile),
+}
+
+/// A verified value file, open at its start, and the path it was opened by.
+#[derive(Debug, Clone)]
+pub struct ValueHandle {
+    pub(crate) path: PathBuf,
+    pub(crate) file: Arc<std::fs::File>,
+    pub(crate) size: u64,
+}
+
+impl ValueHandle {
+    /// The path the file was opened by (it may since have been unlinked or replaced).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Its length in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The open file, positioned at its start (a duplicate descriptor if the handle was cloned).
+    pub fn into_file(self) -> std::io::Result<std::fs::File> {
+        match Arc::try_unwrap(self.file) {
+            Ok(f) => Ok(f),
+            Err(shared) => {
+                let f = shared.try_clone()?;
+                std::io::Seek::rewind(&mut &f)?;
+                Ok(f)
+            }
+        }
+    }
+
+    /// All of its bytes, read from the verified descriptor.
+    pub fn read_all(&self) -> Result<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let name = self.path.display().to_string();
+        let mut data = Vec::new();
+        crate::files::reserve(&mut data, self.size, &name)?;
+        data.resize(self.size as usize, 0);
+        self.file
+            .read_exact_at(&mut data, 0)
+            .map_err(|e| Error::io("reading a value file", Some(self.path.clone()), e))?;
+        Ok(data)
+    }
+}
+
+impl PartialEq for ValueHandle {
+    fn eq(&self, other: &Self) -> bool {
+        self.path == other.path && self.size == other.size
+    }
 }
 
 /// A value file a deferred read names; read it with [`crate::Cache::read_value_file`].
@@ -121,9 +174,7 @@ impl StoredValue {
                 value::decode(&b).map_err(|e| Error::corrupt(e.to_string()))?
             }
             StoredValue::Pickled(_) => return Err(Error::Unsafe(unsafe_message().into())),
-            StoredValue::File(p) => Value::Bytes(
-                std::fs::read(&p).map_err(|e| Error::io("reading a value file", Some(p), e))?,
-            ),
+            StoredValue::File(h) => Value::Bytes(h.read_all()?),
             StoredValue::Deferred(f) => {
                 return Err(Error::invalid(format!(
                     "a deferred value ({} bytes) must be read with Cache::read_value_file",

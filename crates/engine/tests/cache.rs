@@ -55,7 +55,15 @@ fn set_get_each_kind_inline_and_in_files() {
     assert_eq!(cache.len().unwrap(), 7);
     // A read handle is the verified file's path.
     match cache.get(&"big".into(), true).unwrap().unwrap().value {
-        StoredValue::File(p) => assert_eq!(std::fs::read(p).unwrap(), big),
+        StoredValue::File(h) => {
+            assert_eq!(std::fs::read(h.path()).unwrap(), big);
+            assert_eq!(
+                std::io::read_to_string(h.into_file().unwrap())
+                    .unwrap()
+                    .len(),
+                big.len()
+            );
+        }
         other => panic!("expected a file, got {other:?}"),
     }
     // Overwriting a file value with a small one removes the file.
@@ -388,11 +396,12 @@ fn damaged_values_are_reported_not_returned() {
         cache.get(&"f".into(), true),
         Err(Error::Corrupt(_))
     ));
-    assert_eq!(
-        cache.check(false).unwrap().len(),
-        3,
-        "{:?}",
-        cache.check(false)
+    // A file of the wrong length is one damaged entry, refused before it is read (D-035).
+    let found = cache.check(false).unwrap();
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(
+        found[1].contains("is 7 bytes long, but its row says 60000"),
+        "{found:?}"
     );
 }
 

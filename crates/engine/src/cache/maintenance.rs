@@ -193,26 +193,9 @@ impl Cache {
                 };
                 if let Some(name) = &row.filename {
                     known.insert(name.clone());
-                    if let Found::Yes(real) = files.size(name).unwrap_or(Found::Missing) {
-                        if real as i64 != row.size {
-                            problems.push(format!(
-                                "wrong file size: {}, {} != {}",
-                                files.path(name).display(),
-                                real,
-                                row.size
-                            ));
-                            if fix {
-                                db.execute(
-                                    "UPDATE cache SET size = ?1 WHERE rowid = ?2",
-                                    params![real as i64, row.rowid],
-                                )
-                                .ctx("fixing a file size")?;
-                                delta.size += real as i64 - row.size;
-                                row.size = real as i64;
-                            }
-                        }
-                    }
                 }
+                // A file of another length than its row's, or anything but a regular file, is
+                // refused before a byte is read (D-035): reported as damage, dropped with fix.
                 let problem = match self.load(&mut row, true) {
                     Ok(Found::Yes(_)) => None,
                     Ok(Found::Missing) => Some(format!(
@@ -228,16 +211,30 @@ impl Cache {
                     }
                 }
             }
-            for (name, plain) in files.list()? {
-                if plain && known.contains(&name) {
-                    continue;
-                }
+            if let Some(kind) = files.root_kind()? {
+                // Never entered: a symlink here could point anywhere.
                 problems.push(format!(
-                    "unknown file: {}",
-                    files.root().join(&name).display()
+                    "values is {kind}, not a directory: {} was not followed; check(fix=True) \
+                     removes it (a link itself, never what it points to) and the cache makes a \
+                     new values directory",
+                    files.root().display()
                 ));
                 if fix {
-                    let _ = files.remove_unknown(&name);
+                    let _ = files.remove_root();
+                }
+            } else {
+                for entry in files.list()? {
+                    let relative = entry.relative();
+                    if entry.plain && known.contains(&relative) {
+                        continue;
+                    }
+                    problems.push(format!(
+                        "unknown file: {}",
+                        files.root().join(&relative).display()
+                    ));
+                    if fix {
+                        let _ = files.remove_unknown(&entry);
+                    }
                 }
             }
             apply_delta(db, &delta)?;

@@ -12,7 +12,7 @@ use crate::recent::Recent;
 use crate::reserve::Reserve;
 use crate::settings::{EvictionPolicy, SettingValue, Settings};
 use crate::statements::Db;
-use crate::stored::{checksum, Entry, Kind, StoredValue, ValueFile, ValueRef};
+use crate::stored::{checksum, Entry, Kind, StoredValue, ValueFile, ValueHandle, ValueRef};
 use crate::{Error, Result};
 use rusqlite::types::{ToSqlOutput, Value as SqlValue, ValueRef as Sql};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -306,6 +306,7 @@ impl Cache {
         let directory = directory.as_ref().to_path_buf();
         crate::layout::refuse_fanout_root(&directory)?;
         let db_path = directory.join(DB_NAME);
+        crate::files::refuse_unsafe_db_files(&db_path)?;
         let _deadline = Deadline::start(options.timeout);
         let _active = conn::Active::enter();
         let (conn, settings, modes) = if options.read_only {
@@ -527,6 +528,7 @@ impl Cache {
     }
 
     fn connect(&self) -> Result<Conn> {
+        crate::files::refuse_unsafe_db_files(&self.inner.db_path)?;
         let (db, at_rest) = if self.inner.read_only {
             conn::open_read_only(&self.inner.db_path)?
         } else {

@@ -49,7 +49,12 @@ impl Cache {
                     Some(mut row) if live(row.expire_time, now) => {
                         match self.load_mode(&mut row, mode)? {
                             Found::Yes(v) => Some((row, v)),
-                            Found::Missing => None,
+                            // Under the write lock the row cannot have changed: damage.
+                            Found::Missing => {
+                                let name = row.filename.clone().unwrap_or_default();
+                                self.missing_file(db, key, &name)?;
+                                None
+                            }
                         }
                     }
                     _ => None,
@@ -172,6 +177,7 @@ impl Cache {
             if top {
                 run(&c.db, "BEGIN").ctx("starting a read")?;
             }
+            let mut stale = Vec::new();
             let result = (|| {
                 let now = now();
                 let mut out = Vec::with_capacity(keys.len());
@@ -184,6 +190,14 @@ impl Cache {
                                     expire_time: row.expire_time,
                                     tag: row.tag,
                                 }),
+                                // Inside this read's snapshot the row still names the file
+                                // a writer may have committed away and unlinked since: ask
+                                // again once the snapshot is over.
+                                Found::Missing if top => {
+                                    stale.push(out.len());
+                                    None
+                                }
+                                // Under the caller's write lock nothing changed: damage.
                                 Found::Missing => {
                                     let name = row.filename.clone().unwrap_or_default();
                                     self.missing_file(&c.db, key, &name)?;
@@ -200,7 +214,13 @@ impl Cache {
             if top {
                 let _ = run(&c.db, "COMMIT");
             }
-            result
+            result.map(|out| (out, stale))
+        })
+        .and_then(|(mut out, stale)| {
+            for i in stale {
+                out[i] = self.read_entry(&keys[i], FileMode::Read)?;
+            }
+            Ok(out)
         })
     }
 

@@ -90,12 +90,16 @@ impl Cache {
             return Ok(Found::Yes(StoredValue::Deferred(file)));
         }
         if mode == FileMode::Handle && kind == Kind::Bytes {
-            return Ok(match files.verify(name, crc)? {
-                Found::Yes(_) => Found::Yes(StoredValue::File(files.path(name))),
+            return Ok(match files.verify(name, crc, row.size)? {
+                Found::Yes(file) => Found::Yes(StoredValue::File(ValueHandle {
+                    path: files.path(name),
+                    file: std::sync::Arc::new(file),
+                    size: row.size as u64,
+                })),
                 Found::Missing => Found::Missing,
             });
         }
-        let data = match files.read(name, crc)? {
+        let data = match files.read(name, crc, row.size)? {
             Found::Yes(d) => d,
             Found::Missing => return Ok(Found::Missing),
         };

@@ -24,6 +24,9 @@ impl std::error::Error for DecodeError {}
 /// (and the recursive conversion to Python objects after it) has a bounded stack.
 /// [`encode`] does not check it: a writer must not produce deeper values, or they won't read back.
 pub const MAX_DEPTH: usize = 256;
+/// The most array or map slots reserved before their items are read: a declared length is
+/// only a claim until the items arrive.
+const PREALLOCATE: u64 = 1024;
 
 const MAJOR_UINT: u8 = 0;
 const MAJOR_NINT: u8 = 1;
@@ -456,8 +459,11 @@ impl<'a> Reader<'a> {
         if depth >= MAX_DEPTH {
             return Err(error(h.at, format_args!("nesting deeper than {MAX_DEPTH}")));
         }
-        // Every item takes at least one byte, so the input bounds what a declared length can cost.
-        let mut items = Vec::with_capacity(h.arg.min(self.remaining() as u64) as usize);
+        // Every item takes at least one byte, so the input bounds what a declared length can
+        // cost; but an item in memory is dozens of bytes, so a large declared length gets at
+        // most PREALLOCATE slots up front and grows as items actually arrive (D-035).
+        let mut items =
+            Vec::with_capacity(h.arg.min(self.remaining() as u64).min(PREALLOCATE) as usize);
         for _ in 0..h.arg {
             items.push(self.item(depth + 1)?);
         }
@@ -468,7 +474,8 @@ impl<'a> Reader<'a> {
         if depth >= MAX_DEPTH {
             return Err(error(h.at, format_args!("nesting deeper than {MAX_DEPTH}")));
         }
-        let mut pairs = Vec::with_capacity(h.arg.min(self.remaining() as u64 / 2) as usize);
+        let mut pairs =
+            Vec::with_capacity(h.arg.min(self.remaining() as u64 / 2).min(PREALLOCATE) as usize);
         for _ in 0..h.arg {
             let k = self.item(depth + 1)?;
             let v = self.item(depth + 1)?;
