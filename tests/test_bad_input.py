@@ -158,3 +158,11 @@ def test_count() -> None:
     tried = len(CACHE) + len(OPEN) + len(JOBS) + len(FANOUT)
     print(f"bad inputs tried: {tried}")
     assert tried >= 55
+
+
+def test_a_file_in_the_directory_path_is_not_a_directory(tmp_path: Any) -> None:
+    """As with python-diskcache (os.makedirs): NotADirectoryError, naming the file."""
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    with pytest.raises(NotADirectoryError, match="afile"):
+        dco.Cache(str(blocker / "sub"))

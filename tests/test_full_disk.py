@@ -155,3 +155,24 @@ def test_the_reserve_is_given_up_then_taken_back_once_there_is_room(disk: str) -
     assert cache.delete("k3") is True
     assert os.path.getsize(reserve) == 1 << 20
     cache.close()
+
+
+def test_a_link_in_place_of_the_reserve_is_never_followed(tmp_path: Any) -> None:
+    """Someone who can write into the directory replaces `reserve` with links: opening and
+    removing never create, grow or delete anything outside it."""
+    directory = str(tmp_path / "c")
+    dco.Cache(directory).close()
+    reserve = os.path.join(directory, "reserve")
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"keep me")
+    dangling = tmp_path / "nowhere"
+    for target in (outside, dangling):
+        if os.path.lexists(reserve):
+            os.remove(reserve)
+        os.symlink(target, reserve)
+        cache = dco.Cache(directory)
+        cache.set("k", b"v")
+        assert cache.delete("k") is True
+        cache.close()
+        assert outside.read_bytes() == b"keep me"
+        assert not dangling.exists()

@@ -93,6 +93,16 @@ impl Modes {
         let want = requested.unwrap_or(Modes::PRIVATE);
         if let Some(parent) = directory.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| {
+                // create_dir_all reports a file in the way as "exists"; say what it is, with
+                // the errno os.makedirs gives (NotADirectoryError), as python-diskcache does.
+                if e.kind() == io::ErrorKind::AlreadyExists && !parent.is_dir() {
+                    return Error::io(
+                        "creating the cache directory: a part of its path is a file, not a \
+                         directory; choose another directory",
+                        Some(parent.into()),
+                        io::Error::from_raw_os_error(libc::ENOTDIR),
+                    );
+                }
                 Error::io(
                     "creating the cache directory's parent",
                     Some(parent.into()),
