@@ -35,7 +35,6 @@ Results are also written as JSON to benches/results/latest.json (or --json PATH)
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import random
@@ -48,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import diskcache
-from shared import WHY_BELOW, optional_module, summarize, time_each
+from shared import WHY_BELOW, optional_module, summarize, time_each, write_json
 
 try:
     import diskcache_oxide
@@ -446,10 +445,7 @@ def main(argv: list[str] | None = None) -> int:
         "batches": batches,
         "targets": TARGETS,
     }
-    path = Path(args.json)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2))
-    print(f"JSON written to {path}")
+    write_json(args.json, report)
     return 0
 
 

@@ -32,11 +32,9 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import multiprocessing
 import os
 import platform
-import queue
 import random
 import shutil
 import sys
@@ -47,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import diskcache
-from shared import summarize
+from shared import collect, summarize, write_json
 
 try:
     import diskcache_oxide
@@ -156,25 +154,6 @@ def worker(
     results.put((index, start, end, [a.tobytes() for a in samples], misses, error))
 
 
-def collect(results: Any, procs: list[Any], timeout: float) -> list[Any]:
-    """One report per worker; a worker that died without reporting counts as a failed run."""
-    reports: list[Any] = []
-    deadline = time.monotonic() + timeout
-    while len(reports) < len(procs):
-        try:
-            reports.append(results.get(timeout=0.5))
-            continue
-        except queue.Empty:
-            pass
-        crashed = [p for p in procs if p.exitcode not in (None, 0)]
-        if crashed or time.monotonic() > deadline:
-            why = f"worker exit codes {[p.exitcode for p in procs]}" if crashed else "timed out"
-            missing = len(procs) - len(reports)
-            empty = [b"", b"", b""]
-            reports += [(-1, 0.0, 0.0, empty, [0, 0, 0], f"no report: {why}")] * missing
-    return reports
-
-
 def run_mixed(library: str, kind: str, procs: int, ops: int, warmup: int) -> dict[str, Any]:
     directory = tempfile.mkdtemp(prefix=f"bench-mixed-{library}-")
     try:
@@ -193,7 +172,9 @@ def run_mixed(library: str, kind: str, procs: int, ops: int, warmup: int) -> dic
         ]
         for p in workers:
             p.start()
-        reports = collect(results, workers, timeout=1800)
+        reports = collect(
+            results, workers, 1800, lambda why: (-1, 0.0, 0.0, [b"", b"", b""], [0, 0, 0], why)
+        )
         for p in workers:
             p.join(60)
             if p.is_alive():
@@ -383,10 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         "results": rows,
         "comparisons": comparisons,
     }
-    path = Path(args.json)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2))
-    print(f"JSON written to {path}")
+    write_json(args.json, report)
     return 1 if failed else 0
 
 

@@ -40,11 +40,9 @@ Results are written as JSON to benches/results/queue.json (or --json PATH).
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
 import platform
-import queue
 import random
 import shutil
 import sys
@@ -55,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 import diskcache
-from shared import WHY_BELOW, optional_module, summarize, time_each
+from shared import WHY_BELOW, collect, optional_module, summarize, time_each, write_json
 
 try:
     import diskcache_oxide
@@ -404,26 +402,6 @@ def drain_worker(
     results.put((index, start, end, got, error))
 
 
-def collect(results: Any, procs: list[Any], timeout: float) -> list[Any]:
-    """One report per worker; a worker that died without reporting (diskcache-rs's workers
-    have crashed here) counts as a failed run instead of stalling the bench until `timeout`."""
-    reports: list[Any] = []
-    deadline = time.monotonic() + timeout
-    while len(reports) < len(procs):
-        try:
-            reports.append(results.get(timeout=0.5))
-            continue
-        except queue.Empty:
-            pass
-        crashed = [p for p in procs if p.exitcode not in (None, 0)]
-        if crashed or time.monotonic() > deadline:
-            now = time.monotonic()
-            why = f"worker exit codes {[p.exitcode for p in procs]}" if crashed else "timed out"
-            missing = len(procs) - len(reports)
-            reports += [(-1, now, now, [], f"no report: {why}")] * missing
-    return reports
-
-
 def bench_drain(name: str, count: int, workers: int, batch: int) -> dict[str, Any]:
     directory = fresh_dir(f"drain-{name}")
     try:
@@ -438,7 +416,9 @@ def bench_drain(name: str, count: int, workers: int, batch: int) -> dict[str, An
         ]
         for p in procs:
             p.start()
-        reports = collect(results, procs, timeout=900)
+        reports = collect(
+            results, procs, 900, lambda why: (-1, time.monotonic(), time.monotonic(), [], why)
+        )
         for p in procs:
             p.join(60)
             if p.is_alive():
@@ -738,10 +718,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if missed:
         print("Why these stay below, and what closing them would cost: " + WHY_BELOW)
-    path = Path(args.json)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2))
-    print(f"JSON written to {path}")
+    write_json(args.json, report)
     return 0
 
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import gc
 import importlib
+import json
+import queue
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 # Where the rows that miss their targets are explained, with what closing them would cost.
@@ -62,3 +65,32 @@ def summarize(
         "mean_us": statistics.fmean(ordered) / per,
         "n": len(ordered),
     }
+
+
+def collect(
+    results: Any, procs: list[Any], timeout: float, no_report: Callable[[str], Any]
+) -> list[Any]:
+    """One report per worker process from the `results` queue. A worker that died without
+    reporting (diskcache-rs's workers have crashed here), or a run past `timeout` seconds,
+    gets `no_report(why)` in its place instead of stalling the bench."""
+    reports: list[Any] = []
+    deadline = time.monotonic() + timeout
+    while len(reports) < len(procs):
+        try:
+            reports.append(results.get(timeout=0.5))
+            continue
+        except queue.Empty:
+            pass
+        crashed = [p for p in procs if p.exitcode not in (None, 0)]
+        if crashed or time.monotonic() > deadline:
+            why = f"worker exit codes {[p.exitcode for p in procs]}" if crashed else "timed out"
+            reports += [no_report(f"no report: {why}")] * (len(procs) - len(reports))
+    return reports
+
+
+def write_json(path: str, report: dict[str, Any]) -> None:
+    """Write a bench's report as JSON (creating its folder) and say where."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(report, indent=2))
+    print(f"JSON written to {target}")

@@ -152,6 +152,21 @@ def value_files(directory: str) -> list[str]:
     )
 
 
+def fill_disk(mount: str) -> str:
+    """Write ballast into ``mount`` until its file system has not one block left (called
+    again, it takes back whatever was freed since). Returns the ballast file's path."""
+    ballast = os.path.join(mount, "ballast")
+    fd = os.open(ballast, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    return ballast
+
+
 _INTEGRITY = """
 import sqlite3, sys
 db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True, timeout=60)

@@ -35,20 +35,6 @@ def small_disk(tmpfs: Callable[[str], str]) -> str:
     return tmpfs("2m")
 
 
-def fill(mount: str) -> str:
-    """Fill the file system with a ballast file; return its path."""
-    ballast = os.path.join(mount, "ballast")
-    fd = os.open(ballast, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        while True:
-            os.write(fd, b"\0" * 4096)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-    return ballast
-
-
 def test_full_disk_raises_clearly_keeps_reads_and_recovers(small_disk: str) -> None:
     directory = os.path.join(small_disk, "c")
     cache = dco.Cache(directory)
@@ -57,7 +43,7 @@ def test_full_disk_raises_clearly_keeps_reads_and_recovers(small_disk: str) -> N
     for key, value in acknowledged.items():
         assert cache.set(key, value) is True
     cache.push("queued")
-    ballast = fill(small_disk)
+    ballast = support.fill_disk(small_disk)
 
     failures: list[BaseException] = []
     for i in range(200):  # rows until the WAL cannot grow, then value files

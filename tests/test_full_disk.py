@@ -23,18 +23,6 @@ ITEM = 2000
 FILE_ITEM = 60_000  # over disk_min_file_size: lives in a value file
 
 
-def fill(mount: str) -> None:
-    """Write ballast until the file system has not one block left."""
-    fd = os.open(os.path.join(mount, "ballast"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        while True:
-            os.write(fd, b"\0" * 4096)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def free_bytes(mount: str) -> int:
     st = os.statvfs(mount)
     return st.f_bavail * st.f_frsize
@@ -64,7 +52,7 @@ def test_a_full_queue_drains_while_the_disk_stays_full(disk: str, durable: bool)
             break
         pushed.append(value)
     assert len(pushed) > 1000
-    fill(disk)
+    support.fill_disk(disk)
     assert free_bytes(disk) == 0
     assert len(cache) == len(pushed)
 
@@ -75,7 +63,7 @@ def test_a_full_queue_drains_while_the_disk_stays_full(disk: str, durable: bool)
             break
         pulled.append(value)
         if len(pulled) % 100 == 0:
-            fill(disk)  # take back whatever the pulls freed: the disk stays full
+            support.fill_disk(disk)  # take back whatever the pulls freed: the disk stays full
     assert pulled == pushed
     assert len(cache) == 0
     cache.close()
@@ -96,7 +84,7 @@ def _prepared(disk: str, durable: bool) -> Any:
         cache.push(f"item{i}")
     cache.close()
     cache = dco.Cache(directory, durable=durable, eviction_policy="least-recently-stored")
-    fill(disk)
+    support.fill_disk(disk)
     assert free_bytes(disk) == 0
     return cache
 
@@ -129,7 +117,7 @@ def test_removals_succeed_on_a_full_disk(disk: str, name: str, durable: bool) ->
     result = call(cache)
     assert holds(cache, result), (name, result)
     # A write that adds still fails (or, durable, reports failure) while the disk is full.
-    fill(disk)
+    support.fill_disk(disk)
     try:
         added = cache.set("new", os.urandom(50_000))
     except (OSError, dco.DatabaseError):
@@ -148,7 +136,7 @@ def test_the_reserve_is_given_up_then_taken_back_once_there_is_room(disk: str) -
     assert os.path.getsize(reserve) == 1 << 20
     assert cache.delete("k1") is True
     assert not os.path.exists(reserve)
-    fill(disk)
+    support.fill_disk(disk)
     assert cache.delete("k2") is True  # no reserve left: the WAL's own space is reused
     assert not os.path.exists(reserve)
     os.remove(os.path.join(disk, "ballast"))
