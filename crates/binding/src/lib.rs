@@ -25,12 +25,27 @@ fn claim_fanout(py: Python<'_>, directory: std::path::PathBuf, shards: u64) -> P
         .py_err(py)
 }
 
+/// Which implementation of each platform piece this process uses (D-040): a dict with
+/// `wake` ("inotify" or "polling"), `wal_index_locks` ("engine" or "sqlite") and
+/// `preallocate` ("posix_fallocate" or "zeros"). `DISKCACHE_OXIDE_PORTABLE=1` in the
+/// environment selects the portable fallbacks on Linux too.
+#[pyfunction]
+fn platform_backends(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
+    let b = diskcache_oxide_engine::platform::backends();
+    let d = pyo3::types::PyDict::new(py);
+    d.set_item("wake", b.wake)?;
+    d.set_item("wal_index_locks", b.wal_index_locks)?;
+    d.set_item("preallocate", b.preallocate)?;
+    Ok(d)
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<core::CacheCore>()?;
     m.add_class::<iter::KeyIterator>()?;
     m.add_function(wrap_pyfunction!(pyobj::set_registry, m)?)?;
     m.add_function(wrap_pyfunction!(claim_fanout, m)?)?;
+    m.add_function(wrap_pyfunction!(platform_backends, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -1,16 +1,16 @@
 //! Waiting for another process's write without polling the database (D-013).
 //!
-//! Every commit appends to the WAL file, so an inotify watch on the cache directory that
-//! listens for changes to `cache.db-wal` rings whenever any process writes. A waiter arms the
-//! watch, checks, and sleeps in `poll(2)` until the bell rings or its time is up. Where inotify
-//! is unavailable it falls back to sleeping with backoff. Each thread keeps its bells armed
-//! between waits, since closing an inotify descriptor takes milliseconds.
+//! A waiter arms a watch on the cache directory (`platform::Watch`: inotify on Linux), checks,
+//! and sleeps until the watch rings or its time is up. Where there is no watch (another
+//! platform, or the portable fallbacks forced, D-040) it sleeps with backoff instead. Each
+//! thread keeps its bells armed between waits, since closing an inotify descriptor takes
+//! milliseconds.
 
-use crate::cache::{Cache, DB_NAME};
+use crate::cache::Cache;
 use crate::conn::fork_generation;
+use crate::platform::Watch;
 use crate::Result;
-use std::cell::{Cell, RefCell};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -25,13 +25,11 @@ thread_local! {
 }
 
 struct Bell {
-    fd: OwnedFd,
+    watch: Watch,
     directory: PathBuf,
     /// `fork_generation()` when made: a forked child shares the descriptor with its parent
     /// (they would read each other's events), so it never reuses one made before the fork.
     fork: u64,
-    /// The watch was removed (the directory was deleted): this bell never rings again.
-    gone: Cell<bool>,
 }
 
 impl Bell {
@@ -48,18 +46,22 @@ impl Bell {
             .ok()
             .flatten();
         if let Some(bell) = kept {
-            bell.drain();
+            bell.watch.drain();
             // Unless the directory was deleted since (and perhaps made again under its path).
-            if !bell.gone.get() {
+            if !bell.watch.gone() {
                 return Some(bell);
             }
         }
-        Bell::new(directory)
+        Some(Bell {
+            watch: Watch::new(directory)?,
+            directory: directory.to_path_buf(),
+            fork,
+        })
     }
 
     /// Keep this bell for the thread's next wait (closing it only if too many are kept).
     fn keep(self) {
-        if self.gone.get() {
+        if self.watch.gone() {
             return;
         }
         let _ = KEPT.try_with(|kept| {
@@ -70,79 +72,6 @@ impl Bell {
                 kept.push(self);
             }
         });
-    }
-
-    fn new(directory: &Path) -> Option<Bell> {
-        // SAFETY: plain syscalls; the descriptor is owned right away.
-        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
-        if fd < 0 {
-            return None;
-        }
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let path = std::ffi::CString::new(directory.as_os_str().as_encoded_bytes()).ok()?;
-        let mask = libc::IN_MODIFY | libc::IN_CREATE | libc::IN_MOVED_TO | libc::IN_CLOSE_WRITE;
-        // SAFETY: valid descriptor and NUL-terminated path.
-        if unsafe { libc::inotify_add_watch(fd.as_raw_fd(), path.as_ptr(), mask) } < 0 {
-            return None;
-        }
-        Some(Bell {
-            fd,
-            directory: directory.to_path_buf(),
-            fork: fork_generation(),
-            gone: Cell::new(false),
-        })
-    }
-
-    /// Sleep until the database may have changed or `timeout` passes.
-    fn wait(&self, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return;
-            }
-            let mut pfd = libc::pollfd {
-                fd: self.fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
-            // SAFETY: one valid pollfd.
-            if unsafe { libc::poll(&mut pfd, 1, ms) } <= 0 {
-                continue; // timeout (loop re-checks the deadline) or EINTR
-            }
-            if self.drain() {
-                return;
-            }
-        }
-    }
-
-    /// Read pending events; true if one was about the database.
-    fn drain(&self) -> bool {
-        let mut buf = [0u8; 4096];
-        let mut rang = false;
-        loop {
-            // SAFETY: reading into a local buffer of the given length.
-            let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-            if n <= 0 {
-                return rang;
-            }
-            let mut at = 0usize;
-            let header = std::mem::size_of::<libc::inotify_event>();
-            while at + header <= n as usize {
-                let mask = u32::from_ne_bytes(buf[at + 4..at + 8].try_into().unwrap_or([0; 4]));
-                if mask & libc::IN_IGNORED != 0 {
-                    self.gone.set(true);
-                    rang = true; // wake the waiter, which then sleeps without the bell
-                }
-                let len =
-                    u32::from_ne_bytes(buf[at + 12..at + 16].try_into().unwrap_or([0; 4])) as usize;
-                let name = &buf[(at + header).min(n as usize)..(at + header + len).min(n as usize)];
-                let name = name.split(|b| *b == 0).next().unwrap_or_default();
-                rang |= name.starts_with(DB_NAME.as_bytes());
-                at += header + len;
-            }
-        }
     }
 }
 
@@ -179,8 +108,8 @@ impl Cache {
             if left.is_zero() {
                 return Ok(None);
             }
-            match bell.filter(|b| !b.gone.get()) {
-                Some(b) => b.wait(left),
+            match bell.filter(|b| !b.watch.gone()) {
+                Some(b) => b.watch.wait(left),
                 None => {
                     std::thread::sleep(pause.min(left));
                     pause = (pause * 2).min(Duration::from_millis(50));

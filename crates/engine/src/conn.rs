@@ -345,14 +345,8 @@ struct Entry {
 
 fn install() {
     AT_FORK.call_once(|| {
-        // SAFETY: the handlers touch only atomics, this module's spin lock and SQLite's mutexes.
-        unsafe {
-            libc::pthread_atfork(
-                Some(before_fork),
-                Some(after_fork),
-                Some(after_fork_in_child),
-            )
-        };
+        // The handlers touch only atomics, this module's spin lock and SQLite's mutexes.
+        crate::platform::at_fork(before_fork, after_fork, after_fork_in_child);
     });
 }
 

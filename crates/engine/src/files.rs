@@ -778,8 +778,7 @@ fn read_dir_fd(dir: &OwnedFd) -> io::Result<Vec<(OsString, u8)>> {
     unsafe { libc::rewinddir(stream) };
     let mut out = Vec::new();
     let result = loop {
-        // SAFETY: errno is thread-local; readdir on a stream we own.
-        unsafe { *libc::__errno_location() = 0 };
+        crate::platform::clear_errno();
         let entry = unsafe { libc::readdir(stream) };
         if entry.is_null() {
             let errno = io::Error::last_os_error();

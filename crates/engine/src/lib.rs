@@ -25,6 +25,7 @@ mod jobs;
 mod key;
 mod layout;
 mod lock;
+pub mod platform;
 mod queue;
 mod recent;
 mod reserve;

@@ -75,13 +75,11 @@ impl Reserve {
         // The exact mode, whatever the umask (D-027), as for every file the cache creates.
         // SAFETY: fd is open.
         unsafe { libc::fchmod(fd, mode as libc::mode_t) };
-        // posix_fallocate really takes the blocks (glibc writes them where the file system
-        // cannot allocate), so the space is there to give back later.
-        // SAFETY: fd is open for writing.
-        let rc = unsafe { libc::posix_fallocate(fd, 0, Self::BYTES as libc::off_t) };
+        // The blocks are really taken, so the space is there to give back later.
+        let taken = crate::platform::preallocate(fd, Self::BYTES);
         // SAFETY: fd is ours.
         unsafe { libc::close(fd) };
-        if rc != 0 {
+        if !taken {
             let _ = std::fs::remove_file(&self.path);
             return false;
         }
