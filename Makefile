@@ -50,17 +50,17 @@ wheel-check: $(DEPS)
 	cd /tmp && env -u VIRTUAL_ENV PATH="$(abspath $(WHEEL_VENV))/bin:/usr/bin:/bin" \
 		$(abspath $(WHEEL_VENV))/bin/python -I $(abspath tests/wheel/check_installed.py) $(abspath README.md)
 
-# The crash-consistency harness at length (tests/test_crash_consistency.py runs 800 kills in
-# `make test`); DCO_CRASH_KILLS sets the number of kills, DCO_CRASH_SEED the schedule.
-# Then the load soak (tests/test_load.py runs its processes 4 s in `make test`) for
+# The crash-consistency harness at length (tests/durability/test_crash_consistency.py runs 800
+# kills in `make test`); DCO_CRASH_KILLS sets the number of kills, DCO_CRASH_SEED the schedule.
+# Then the load soak (tests/durability/test_load.py runs its processes 4 s in `make test`) for
 # DCO_SOAK_SECONDS; DCO_SOAK_REPORT=path writes its figures as JSON. Then the property tests
 # with new examples (`make test` repeats the same ones every run).
 DCO_CRASH_KILLS ?= 2000
 DCO_SOAK_SECONDS ?= 60
 soak: build
-	DCO_CRASH_KILLS=$(DCO_CRASH_KILLS) $(BIN)/python -m pytest tests/test_crash_consistency.py -q -s
-	DCO_SOAK_SECONDS=$(DCO_SOAK_SECONDS) $(BIN)/python -m pytest tests/test_load.py -k soak -q -s
-	DCO_HYPOTHESIS=explore $(BIN)/python -m pytest -q tests/test_differential.py tests/test_state_machine.py
+	DCO_CRASH_KILLS=$(DCO_CRASH_KILLS) $(BIN)/python -m pytest tests/durability/test_crash_consistency.py -q -s
+	DCO_SOAK_SECONDS=$(DCO_SOAK_SECONDS) $(BIN)/python -m pytest tests/durability/test_load.py -k soak -q -s
+	DCO_HYPOTHESIS=explore $(BIN)/python -m pytest -q tests/api/test_differential.py tests/api/test_state_machine.py
 
 bench: build
 	$(BIN)/python benches/bench_cache.py

@@ -16,7 +16,10 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
-sys.path.insert(0, os.path.dirname(__file__))
+# The helper modules (support, the worker bodies of spawned processes) live in tests/helpers and
+# are imported by name. multiprocessing's spawned children inherit this sys.path; a script run
+# with subprocess that needs them sets PYTHONPATH to support.HELPERS.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "helpers"))
 
 import support  # noqa: E402
 

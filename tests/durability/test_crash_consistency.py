@@ -56,7 +56,7 @@ FIX_LIVE = 0.2  # share of rounds that run check(fix=True) while the writers wri
 FULL_EVERY = 16  # rounds between full scans of the receipts
 MAX_PROBLEMS = 20  # stop a run that has gone wrong after this many problems
 ABSENT = object()  # no in-flight write to this key
-CRASHERS = str(Path(__file__).with_name("crashers.py"))
+CRASHERS = str(Path(__file__).resolve().parents[1] / "helpers" / "crashers.py")
 
 pytestmark = [
     pytest.mark.slow,

@@ -1027,7 +1027,7 @@ test_queue_state_machine = pytest.mark.oxide(QueueMachine.TestCase)
 # ----------------------------------------------------------------------------- the guide
 
 
-GUIDE = Path(__file__).resolve().parent.parent / "docs" / "guide-queue.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide-queue.md"
 
 
 @oxide

@@ -48,7 +48,7 @@ SECONDS = float(os.environ.get("DCO_SOAK_SECONDS", "") or 4)
 WARM_UP = max(2.0, SECONDS / 3)
 MAX_GROWTH = 0.10
 CACHE_PROCS, PRODUCERS, PULLERS, TAKERS = 8, 4, 3, 1
-CRASHERS = str(Path(__file__).with_name("crashers.py"))
+CRASHERS = str(Path(__file__).resolve().parents[1] / "helpers" / "crashers.py")
 THREADS = 16
 THREAD_SECONDS = 3.0
 

@@ -15,6 +15,10 @@ import os
 import sys
 from typing import Any
 
+# This folder (tests/helpers): the root conftest puts it on sys.path, and spawned children
+# inherit that path, so they import these modules by name.
+HELPERS = os.path.dirname(os.path.abspath(__file__))
+
 REFERENCE_MODE = os.environ.get("DCO_TEST_REFERENCE", "") not in ("", "0")
 IMPL_NAME = "diskcache" if REFERENCE_MODE else "diskcache_oxide"
 

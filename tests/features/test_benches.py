@@ -17,7 +17,7 @@ import pytest
 
 pytestmark = [pytest.mark.oxide, pytest.mark.slow]
 
-BENCHES = Path(__file__).resolve().parents[1] / "benches"
+BENCHES = Path(__file__).resolve().parents[2] / "benches"
 
 
 def run_quick(script: str, out: Path) -> tuple[dict[str, Any], str]:

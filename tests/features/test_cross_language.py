@@ -18,7 +18,7 @@ from support import explain_difference
 
 pytestmark = [pytest.mark.oxide, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "crates" / "engine" / "examples"
 
 

@@ -9,7 +9,7 @@ import pytest
 
 pytestmark = pytest.mark.oxide
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_quickstart_runs(tmp_path, capsys):

@@ -128,9 +128,7 @@ def test_random_stored_bytes_never_crash(dc, tmp_path_factory, payload):
 def run_isolated(code: str) -> subprocess.CompletedProcess[str]:
     """Run ``code`` in a fresh interpreter (a crash there cannot take the test run down)."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [os.path.dirname(__file__), *filter(None, [env.get("PYTHONPATH")])]
-    )
+    env["PYTHONPATH"] = os.pathsep.join([support.HELPERS, *filter(None, [env.get("PYTHONPATH")])])
     prelude = f"import {support.IMPL_NAME} as dc\n"
     return subprocess.run(
         [sys.executable, "-c", prelude + textwrap.dedent(code)],

@@ -23,7 +23,7 @@ import pytest
 
 pytestmark = pytest.mark.oxide
 
-SEED = Path(__file__).resolve().parents[2] / "shared" / "seeds" / "002_e0f442efbd76c4fc.txt"
+SEED = Path(__file__).resolve().parents[3] / "shared" / "seeds" / "002_e0f442efbd76c4fc.txt"
 UUID_HEX = "bab9c28aecb34357871469a217322b1a"  # the id the page happened to print
 
 
