@@ -1,4 +1,5 @@
-"""The WAL index locks seen from another process (D-033).
+"""The write-ahead log: its index locks seen from another process (D-033), and commits written
+whole under every ``sqlite_synchronous`` setting (D-029).
 
 The engine holds some lock releases back to make fewer `fcntl` calls. Another process must see
 exactly SQLite's protocol: the write lock held for the whole of a transaction, and nothing held
@@ -13,9 +14,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import support
 from diskcache_oxide import Cache, JobQueue
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads Linux fcntl locks")
+linux_locks = pytest.mark.skipif(sys.platform != "linux", reason="reads Linux fcntl locks")
+
+# ----------------------------------------------------------------------------- index locks
 
 # Prints, for each WAL index lock byte (120..127 of the -shm file), the lock another process
 # holds on it: "-" none, "r" shared, "w" exclusive.
@@ -48,6 +52,7 @@ def locks_held(directory: str) -> str:
 NOTHING = "-" * 8
 
 
+@linux_locks
 def test_no_lock_outlives_a_call(tmp_path: Path) -> None:
     with Cache(str(tmp_path)) as cache:
         calls = [
@@ -78,6 +83,7 @@ def test_no_lock_outlives_a_call(tmp_path: Path) -> None:
         assert locks_held(str(tmp_path)) == NOTHING
 
 
+@linux_locks
 def test_a_transaction_holds_the_write_lock_until_it_ends(tmp_path: Path) -> None:
     with Cache(str(tmp_path)) as cache:
         cache.set("warm", 0)
@@ -107,6 +113,7 @@ STOCK_WRITER = textwrap.dedent(
 )
 
 
+@linux_locks
 def test_a_stock_sqlite_in_another_process_writes_alongside(tmp_path: Path) -> None:
     """Writers in both programs exclude each other: no update of either is lost."""
     rounds = 2000
@@ -131,3 +138,26 @@ def test_a_stock_sqlite_in_another_process_writes_alongside(tmp_path: Path) -> N
         assert cache.check() == []
         # statistics are off, so only the other program counted hits
         assert cache.stats(enable=False) == (rounds, 0)
+
+
+# ----------------------------------------------------------------------------- whole commits
+
+
+@pytest.mark.parametrize("sync", [0, 1, 2, 3])
+def test_every_synchronous_setting_commits_whole(tmp_path, sync):
+    """The engine writes each commit's WAL frames at once (D-029); with every
+    ``sqlite_synchronous`` (FULL and EXTRA sync and may pad the WAL) small commits and a
+    transaction larger than the write buffer read back whole, and the database is sound."""
+    import diskcache_oxide as dco
+
+    directory = str(tmp_path / "c")
+    cache = dco.Cache(directory, sqlite_synchronous=sync)
+    for i in range(300):
+        cache.set(i, bytes([i % 256]) * (100 + i * 17))
+    with cache.transact():
+        for i in range(600):
+            cache.set(("t", i), b"x" * 3000)
+    reader = dco.Cache(directory)
+    assert all(reader.get(i) == bytes([i % 256]) * (100 + i * 17) for i in range(300))
+    assert all(reader.get(("t", i)) == b"x" * 3000 for i in range(600))
+    assert support.integrity(directory) == "ok"

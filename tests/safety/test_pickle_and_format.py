@@ -196,23 +196,6 @@ def test_python_diskcache_directory_is_never_unpickled(dc, ref, tmp_path):
     assert not marker.exists()
 
 
-# ----------------------------------------------------------------------------- keys
-
-
-def test_nan_key_raises_value_error(cache):
-    with pytest.raises(ValueError):
-        cache[float("nan")] = 1
-    with pytest.raises(ValueError):
-        cache.get(float("nan"))
-
-
-def test_unsupported_key_raises_type_error(cache):
-    with pytest.raises(TypeError):
-        cache[Plain()] = 1
-    with pytest.raises(TypeError):
-        cache.get(object())
-
-
 # ----------------------------------------------------------------------------- corruption
 
 
