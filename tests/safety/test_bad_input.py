@@ -1,16 +1,23 @@
-"""Bad input (issue 6, section 3): every public call given a wrong argument type or an
-out-of-range value raises TypeError or ValueError whose message names the argument.
+"""Bad input: every public call given a wrong argument type or an out-of-range value raises
+TypeError or ValueError whose message names the argument; a value the cache cannot store
+(nested too deep, a reference cycle, a registered type whose encoder or decoder misbehaves)
+raises a Python exception, never a crash or a hang.
 
-The table is the count reported in the reliability figures (``bad inputs tried``)."""
+The tables are the count reported in the reliability figures (``bad inputs tried``)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import diskcache_oxide as dco
 import pytest
+import support
 
 pytestmark = pytest.mark.oxide
 
@@ -110,6 +117,11 @@ def test_cache_open(tmp_path: Path, kwargs: dict[str, Any], arg: str) -> None:
     assert arg in str(info.value) or (arg == "disk" and "Disk" in str(info.value)), info.value
 
 
+def test_on_decode_error_rejects_unknown_mode(dc, tmp_path):
+    with pytest.raises((ValueError, TypeError)):
+        dc.Cache(str(tmp_path / "x"), on_decode_error="ignore")
+
+
 JOBS: list[tuple[Callable[[Any], Any], str]] = [
     (lambda j: j.put(1, delay=-1), "delay"),
     (lambda j: j.put(1, delay="x"), "delay"),
@@ -166,3 +178,125 @@ def test_a_file_in_the_directory_path_is_not_a_directory(tmp_path: Any) -> None:
     blocker.write_text("x")
     with pytest.raises(NotADirectoryError, match="afile"):
         dco.Cache(str(blocker / "sub"))
+
+
+# ----------------------------------------------------------------------------- unstorable values
+
+
+def run_isolated(code: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter (a crash there cannot take the test run down)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([support.HELPERS, *filter(None, [env.get("PYTHONPATH")])])
+    prelude = f"import {support.IMPL_NAME} as dc\n"
+    return subprocess.run(
+        [sys.executable, "-c", prelude + textwrap.dedent(code)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_very_deep_values_are_refused_not_crashing():
+    result = run_isolated(
+        """
+        cache = dc.Cache()
+        for depth in (300, 10_000, 1_000_000):
+            value = []
+            for _ in range(depth):
+                value = [value]
+            try:
+                cache["deep"] = value
+            except (ValueError, RecursionError) as exc:
+                print("refused", depth)
+        print("alive")
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[-2] == "alive"
+    assert "refused 1000000" in result.stdout
+
+
+def test_reference_cycles_are_refused(cache):
+    looped: list = []
+    looped.append(looped)
+    with pytest.raises((ValueError, RecursionError)):
+        cache["cycle"] = looped
+    d: dict = {}
+    d["self"] = d
+    with pytest.raises((ValueError, RecursionError)):
+        cache["cycle"] = d
+    assert "cycle" not in cache
+
+
+def test_registered_type_encoding_to_itself_is_refused(cache, dc):
+    class Selfish:
+        pass
+
+    dc.register_type(Selfish, "tests.Selfish", lambda s: s, lambda v: Selfish())
+    try:
+        with pytest.raises((ValueError, RecursionError, TypeError)):
+            cache["s"] = Selfish()
+    finally:
+        dc.unregister_type(Selfish)
+
+
+def test_registered_type_whose_encoder_raises(cache, dc):
+    class Broken:
+        pass
+
+    def encode(obj):
+        raise RuntimeError("encoder failed")
+
+    dc.register_type(Broken, "tests.Broken", encode, lambda v: Broken())
+    try:
+        with pytest.raises(RuntimeError, match="encoder failed"):
+            cache["b"] = Broken()
+        assert "b" not in cache
+    finally:
+        dc.unregister_type(Broken)
+
+
+def test_registered_type_whose_decoder_raises(cache, dc):
+    class Fragile:
+        pass
+
+    def decode(value):
+        raise RuntimeError("decoder failed")
+
+    dc.register_type(Fragile, "tests.Fragile", lambda f: 1, decode)
+    try:
+        cache["f"] = Fragile()
+        with pytest.raises(Exception, match="decoder failed"):
+            cache["f"]
+    finally:
+        dc.unregister_type(Fragile)
+
+
+def test_container_mutated_during_conversion(cache, dc):
+    """An encoder that mutates the container being stored must not crash the binding
+    (PyO3's dict iteration panics on such a change unless the binding copies first)."""
+    outer: dict = {}
+    items: list = []
+
+    class Mutator:
+        pass
+
+    def encode(obj):
+        outer.clear()
+        outer.update({f"new{i}": i for i in range(50)})
+        items.clear()
+        return 0
+
+    dc.register_type(Mutator, "tests.Mutator", encode, lambda v: Mutator())
+    try:
+        outer.update({"a": Mutator(), **{f"k{i}": i for i in range(50)}})
+        items.extend([Mutator(), *range(50)])
+        for container in (outer, items):
+            try:
+                cache["m"] = container
+            except Exception:
+                pass  # refusing is fine; a panic (BaseException) or a crash is not
+        assert isinstance(cache.get("m", {}), (dict, list))
+    finally:
+        dc.unregister_type(Mutator)

@@ -4,7 +4,9 @@ Someone who can write into the cache directory swaps a value file for something 
 cut short or grown (a sparse 1 TiB file), a FIFO, a socket, a device, a directory, a symlink.
 Or replaces ``values/``, ``.lock``, ``cache.db``, ``-wal`` or ``-shm`` with a symlink. Every
 read path must raise an exception (never abort, never block), and nothing outside the directory
-may be created, written, read or deleted. All diskcache_oxide only.
+may be created, written, read or deleted. Value file names that escape the directory (an
+absolute name, ``..``, a symlinked subdirectory) are never read, followed nor deleted. All
+diskcache_oxide only.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import random
 import shutil
 import socket
+import sqlite3
 import stat
 import threading
 from collections.abc import Callable, Iterator
@@ -552,3 +555,62 @@ def test_fanout_marker_replaced(tmp_path: Path, outside: Path, kind: str) -> Non
         with pytest.raises(dco.LayoutMismatchError):
             bounded(lambda: dco.Cache(directory))
     assert not (outside / "created-by-the-cache").exists()
+
+
+# -------------------------------------------------------------------------- escaping names
+
+
+def _one_file(d: str) -> tuple[sqlite3.Connection, str]:
+    db = sqlite3.connect(os.path.join(d, "cache.db"))
+    (name,) = db.execute("SELECT filename FROM cache WHERE key = 'f'").fetchone()
+    return db, name
+
+
+def test_symlinked_subdirectory_is_never_followed(tmp_path: Path) -> None:
+    """crates/engine/tests/cache.rs covers a symlinked file and escaping names on get; this
+    adds a symlink in place of the value file's subdirectory, and delete/check(fix)."""
+    d = str(tmp_path / "c")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    cache = dco.Cache(d)
+    cache.set("f", b"x" * 40_000)
+    db, name = _one_file(d)
+    sub, file = name.split("/")
+    victim = outside / file
+    victim.write_bytes(b"secret")
+    values = os.path.join(d, "values")
+    os.remove(os.path.join(values, name))
+    os.rmdir(os.path.join(values, sub))
+    os.symlink(outside, os.path.join(values, sub))
+    with pytest.raises(dco.CorruptValueError):
+        cache.get("f")
+    assert cache.delete("f") is True
+    cache.check(fix=True)
+    assert victim.read_bytes() == b"secret"
+
+
+@pytest.mark.parametrize("kind", ["absolute", "dotdot", "symlink"])
+def test_escaping_names_are_never_read_nor_deleted(tmp_path: Path, kind: str) -> None:
+    d = str(tmp_path / "c")
+    secret = tmp_path / "secret.val"
+    secret.write_bytes(b"do not read or delete")
+    cache = dco.Cache(d)
+    cache.set("f", b"x" * 40_000)
+    db, name = _one_file(d)
+    if kind == "symlink":
+        path = os.path.join(d, "values", name)
+        os.remove(path)
+        os.symlink(secret, path)
+    else:
+        evil = str(secret) if kind == "absolute" else "ab/../../../secret.val"
+        db.execute("UPDATE cache SET filename = ? WHERE key = 'f'", (evil,))
+        db.commit()
+    with pytest.raises(dco.CorruptValueError):
+        cache.get("f")
+    with pytest.raises(dco.CorruptValueError):
+        cache.read("f")
+    with pytest.raises(dco.CorruptValueError):
+        cache.pop("f")
+    cache.check(fix=True)
+    cache.clear()
+    assert secret.read_bytes() == b"do not read or delete"

@@ -1,7 +1,8 @@
-"""The safe value format: what pickle=False refuses, and that it never unpickles.
-
-Also the exception hierarchy, corruption detection and on_decode_error.
-All diskcache_oxide only.
+"""The safe value format (``pickle=False``, the default): what it refuses, and that it never
+unpickles, through every read path: a value, a key, a queue item, a memoized result, a Deque or
+Index item, a row forged with sqlite3, a directory python-diskcache wrote; with
+``on_decode_error="miss"`` a planted pickle is a logged miss. A ``pickle=True`` handle pickles
+only what the safe format cannot hold. Also the exception hierarchy. All diskcache_oxide only.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ import enum
 import logging
 import os
 import sqlite3
-from typing import NamedTuple
+from pathlib import Path
+from typing import Any, NamedTuple
 
+import diskcache_oxide as dco
 import pytest
-from support import value_files
 
 pytestmark = pytest.mark.oxide
 
@@ -196,110 +198,126 @@ def test_python_diskcache_directory_is_never_unpickled(dc, ref, tmp_path):
     assert not marker.exists()
 
 
-# ----------------------------------------------------------------------------- corruption
+# ----------------------------------------------------------------------------- every read path
 
 
-def _db(cache):
-    return sqlite3.connect(os.path.join(cache.directory, "cache.db"))
+@pytest.fixture
+def planted(tmp_path: Path) -> tuple[str, Path]:
+    """A cache holding a pickle bomb under every kind of access, planted by a pickle=True
+    handle: a value, a queue item, a memoized result, a pickled key, a Deque and an Index."""
+    directory = str(tmp_path / "c")
+    marker = tmp_path / "pwned"
+    writer = dco.Cache(directory, pickle=True, eviction_policy="none")
+    writer.set("bomb", Bomb(marker))
+    writer.push(Bomb(marker))
+
+    @writer.memoize(name="f")
+    def f(x: int) -> int:
+        return x
+
+    writer.set(f.__cache_key__(1), Bomb(marker))
+    writer.close()
+    assert not marker.exists(), "planting must not unpickle"
+    return directory, marker
 
 
-def _columns(con):
-    return [row[1] for row in con.execute("PRAGMA table_info(cache)")]
+def _reads(reader: dco.Cache) -> dict[str, Any]:
+    @reader.memoize(name="f")
+    def f(x: int) -> int:
+        return x
+
+    return {
+        "get": lambda: reader.get("bomb"),
+        "getitem": lambda: reader["bomb"],
+        "read": lambda: reader.read("bomb"),
+        "pop": lambda: reader.pop("bomb"),
+        "get_many": lambda: reader.get_many(["bomb"]),
+        "peek": lambda: reader.peek(),
+        "peekitem": lambda: reader.peekitem(),
+        "pull": lambda: reader.pull(),
+        "memoize": lambda: f(1),
+    }
 
 
-def _flip(blob):
-    if isinstance(blob, str):
-        return blob[:-1] + ("X" if blob[-1:] != "X" else "Y")
-    b = bytearray(blob)
-    b[len(b) // 2] ^= 0x55
-    return bytes(b)
+READS = ["get", "getitem", "read", "pop", "get_many", "peek", "peekitem", "pull", "memoize"]
 
 
-@pytest.mark.parametrize("value", ["a string value", b"some bytes", {"a": [1, 2, 3]}, (1, "t")])
-def test_corrupt_inline_value_raises(make_cache, dc, value):
-    cache = make_cache()
-    cache["k"] = value
-    cache.close()
-    con = _db(cache)
-    cols = _columns(con)
-    assert "value" in cols and "crc" in cols, cols
-    (blob,) = con.execute("SELECT value FROM cache WHERE key = ?", ("k",)).fetchone()
-    con.execute("UPDATE cache SET value = ? WHERE key = ?", (_flip(blob), "k"))
-    con.commit()
-    con.close()
-    cache = make_cache()
-    with pytest.raises(dc.CorruptValueError):
-        cache.get("k")
-    with pytest.raises(dc.DecodeError):
-        cache["k"]
+@pytest.mark.parametrize("read", READS)
+def test_pickle_false_raises_unsafe_and_never_unpickles(
+    planted: tuple[str, Path], read: str
+) -> None:
+    directory, marker = planted
+    reader = dco.Cache(directory)
+    with pytest.raises(dco.UnsafeValueError):
+        _reads(reader)[read]()
+    assert not marker.exists(), f"{read} unpickled a planted value"
 
 
-def test_corrupt_checksum_raises(make_cache, dc):
-    cache = make_cache()
-    cache["k"] = "value"
-    con = _db(cache)
-    con.execute("UPDATE cache SET crc = crc + 1 WHERE key = ?", ("k",))
-    con.commit()
-    con.close()
-    with pytest.raises(dc.CorruptValueError):
-        cache.get("k")
-
-
-def test_corrupt_value_file_raises(make_cache, dc):
-    cache = make_cache()
-    data = os.urandom(100_000)
-    cache["big"] = data
-    cache["bigdict"] = {"x": "y" * 100_000}
-    files = value_files(cache.directory)
-    assert len(files) == 2
-    for path in files:
-        with open(path, "r+b") as handle:
-            handle.seek(50_000)
-            byte = handle.read(1)
-            handle.seek(50_000)
-            handle.write(bytes([byte[0] ^ 0xFF]))
-    with pytest.raises(dc.CorruptValueError):
-        cache.get("big")
-    with pytest.raises(dc.CorruptValueError):
-        cache.get("bigdict")
-
-
-def test_truncated_value_file_raises(make_cache, dc):
-    cache = make_cache()
-    cache["big"] = {"x": "y" * 100_000}
-    (path,) = value_files(cache.directory)
-    with open(path, "r+b") as handle:
-        handle.truncate(1000)
-    with pytest.raises(dc.CorruptValueError):
-        cache.get("big")
-
-
-@pytest.mark.parametrize("length", [1000, 100_001])
-def test_bytes_file_of_the_wrong_length_raises_naming_it(make_cache, dc, length):
-    # Large bytes are read straight into the result, sized by the row: a file cut short or
-    # grown behind the cache's back is caught before a byte is copied.
-    cache = make_cache()
-    cache["raw"] = b"x" * 100_000
-    (path,) = value_files(cache.directory)
-    with open(path, "r+b") as handle:
-        handle.truncate(length)
-    with pytest.raises(dc.CorruptValueError, match=f"{length} bytes long, but its row says 100000"):
-        cache.get("raw")
-
-
-def test_on_decode_error_miss_returns_default_and_logs(make_cache, caplog):
-    cache = make_cache()
-    cache["k"] = "value"
-    con = _db(cache)
-    con.execute("UPDATE cache SET crc = crc + 1 WHERE key = ?", ("k",))
-    con.commit()
-    con.close()
-    lenient = make_cache(on_decode_error="miss")
+@pytest.mark.parametrize("read", ["get", "pop", "get_many", "peek", "pull", "memoize"])
+def test_on_decode_error_miss_is_a_miss(
+    planted: tuple[str, Path], read: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    directory, marker = planted
+    reader = dco.Cache(directory, on_decode_error="miss")
     with caplog.at_level(logging.WARNING, logger="diskcache_oxide"):
-        assert lenient.get("k", default="dflt") == "dflt"
-    assert any(r.name.startswith("diskcache_oxide") for r in caplog.records), caplog.records
+        result = _reads(reader)[read]()
+    if read == "memoize":
+        assert result == 1  # a miss: the function ran and its result replaced the bomb
+    else:
+        assert result in (None, (None, None), [None])
+    assert not marker.exists()
 
 
-def test_on_decode_error_rejects_unknown_mode(dc, tmp_path):
-    with pytest.raises((ValueError, TypeError)):
-        dc.Cache(str(tmp_path / "x"), on_decode_error="ignore")
+def test_keys_iteration_deque_and_index(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    d = str(tmp_path / "keys")
+    with dco.Cache(d, pickle=True) as writer:
+        writer[Bomb(marker)] = 1  # a key the safe format cannot hold: pickled
+    reader = dco.Cache(d)
+    for walk in (list, lambda c: list(reversed(c)), lambda c: list(c.iterkeys())):
+        with pytest.raises(dco.UnsafeValueError):
+            walk(reader)
+    # A Deque over a cache whose items a pickle=True writer filled.
+    d = str(tmp_path / "deque")
+    writer_deque = dco.Deque.fromcache(dco.Cache(d, pickle=True, eviction_policy="none"))
+    writer_deque.append(Bomb(marker))
+    deque = dco.Deque.fromcache(dco.Cache(d, eviction_policy="none"))
+    for use in (list, lambda q: q[0], lambda q: q.peekleft(), lambda q: q.popleft()):
+        with pytest.raises(dco.UnsafeValueError):
+            use(deque)
+    # An Index: values and keys.
+    d = str(tmp_path / "index")
+    writer_index = dco.Index.fromcache(dco.Cache(d, pickle=True, eviction_policy="none"))
+    writer_index["v"] = Bomb(marker)
+    writer_index[Bomb(marker)] = "k"
+    index = dco.Index.fromcache(dco.Cache(d, eviction_policy="none"))
+    for use in (
+        lambda i: i["v"],
+        lambda i: list(i.values()),
+        lambda i: list(i.items()),
+        lambda i: list(i),
+        lambda i: i.peekitem(),
+    ):
+        with pytest.raises(dco.UnsafeValueError):
+            use(index)
+    assert not marker.exists()
+
+
+def test_planted_directly_with_sqlite(tmp_path: Path) -> None:
+    """A row rewritten with sqlite3 to hold a pickle (as an attacker with write access to
+    cache.db would) is refused the same way."""
+    marker = tmp_path / "pwned"
+    d = str(tmp_path / "c")
+    with dco.Cache(d, pickle=True) as writer:
+        writer.set("template", Bomb(marker))  # an attacker's row, checksum and all
+        writer.set("victim", "harmless")
+    db = sqlite3.connect(os.path.join(d, "cache.db"))
+    row = db.execute("SELECT kind, crc, value FROM cache WHERE key = 'template'").fetchone()
+    db.execute("UPDATE cache SET kind = ?, crc = ?, value = ? WHERE key = 'victim'", row)
+    db.execute("DELETE FROM cache WHERE key = 'template'")
+    db.commit()
+    db.close()
+    reader = dco.Cache(d)
+    with pytest.raises(dco.UnsafeValueError):
+        reader.get("victim")
+    assert not marker.exists()
