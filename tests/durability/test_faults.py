@@ -1,9 +1,14 @@
-"""Faults (issue 6, section 2): a full disk, files deleted behind the cache's back, and a
-damaged write-ahead log. Each gives a clear error or a consistent cache, never a crash.
+"""Files deleted or damaged behind the cache's back: a value file or ``cache.db`` deleted, a
+write-ahead log cut short or with garbage in it, damaged database pages. Each gives a clear
+error or a consistent cache (a damaged WAL leaves a prefix of the commits, each whole), never a
+crash.
 
-Covered elsewhere: a full disk under a ``durable=True`` handle, a read-only file system and a
-directory without permissions (``test_durable.py``, ``test_caches.py``, ``test_read_only.py``),
-a corrupt database header (``test_caches.py``, ``test_edges.py``).
+Covered elsewhere: a full disk (``test_full_disk.py``, and under a ``durable=True`` handle
+``api/test_durable.py``), a read-only file system and a directory without permissions
+(``api/test_durable.py``, ``api/test_caches.py``, ``api/test_read_only.py``), a corrupt
+database header (``api/test_caches.py``), damaged or forged stored values
+(``safety/test_damaged_values.py``) and hostile files in the directory
+(``safety/test_hostile_files.py``).
 """
 
 from __future__ import annotations
@@ -13,7 +18,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import diskcache_oxide as dco
@@ -25,61 +29,6 @@ pytestmark = pytest.mark.oxide
 
 def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == "diskcache_oxide"]
-
-
-# ------------------------------------------------------------------------------ full disk
-
-
-@pytest.fixture
-def small_disk(tmpfs: Callable[[str], str]) -> str:
-    return tmpfs("2m")
-
-
-def test_full_disk_raises_clearly_keeps_reads_and_recovers(small_disk: str) -> None:
-    directory = os.path.join(small_disk, "c")
-    cache = dco.Cache(directory)
-    acknowledged = {f"k{i}": os.urandom(100 + i) for i in range(50)}
-    acknowledged["file"] = os.urandom(50_000)  # in a value file
-    for key, value in acknowledged.items():
-        assert cache.set(key, value) is True
-    cache.push("queued")
-    ballast = support.fill_disk(small_disk)
-
-    failures: list[BaseException] = []
-    for i in range(200):  # rows until the WAL cannot grow, then value files
-        try:
-            cache.set(f"new{i}", os.urandom(2000))
-        except (OSError, dco.DatabaseError) as exc:
-            failures.append(exc)
-            break
-    try:
-        cache.set("big", os.urandom(100_000))
-    except (OSError, dco.DatabaseError) as exc:
-        failures.append(exc)
-    assert failures, "nothing failed on a full disk"
-    for exc in failures:
-        message = str(exc)
-        assert "full" in message or "No space left" in message, message
-    with pytest.raises((OSError, dco.DatabaseError)):
-        for _ in range(200):
-            cache.push(os.urandom(2000))
-
-    # reads keep working, on this handle and a new one
-    reader = dco.Cache(directory)
-    for key, value in acknowledged.items():
-        assert cache.get(key) == value
-        assert reader.get(key) == value
-    assert cache.peek()[1] == "queued"
-
-    os.remove(ballast)
-    assert cache.set("after", "space freed") is True
-    assert cache.set("big-after", b"x" * 100_000) is True
-    assert cache.pull()[1] == "queued"
-    assert support.integrity(directory) == "ok"
-    assert all("unknown file" in str(w.message) for w in cache.check(fix=True))
-    assert cache.check() == []
-    for key, value in acknowledged.items():
-        assert reader.get(key) == value
 
 
 # -------------------------------------------------------------- files deleted behind its back

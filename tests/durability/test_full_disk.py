@@ -1,9 +1,12 @@
-"""On a full disk, the calls that free space still work (D-039), on a real small tmpfs.
+"""A full disk, on a real small tmpfs: a write that finds no space raises an error naming the
+full disk, reads keep working, and once space is freed writes succeed and integrity holds; the
+calls that free space still work while the disk is full (D-039).
 
 A full disk makes every SQLite write fail, deletes included. These tests fill a tmpfs to
 the last block with a ballast file, then check that each removal succeeds, that a full
 queue drains to the last item while the disk is kept full, and that the same holds for
-`durable=True` handles (which would otherwise hide the failure behind a default).
+`durable=True` handles (which would otherwise hide the failure behind a default). What a
+``durable=True`` handle's other calls return on a full disk is in ``api/test_durable.py``.
 """
 
 from __future__ import annotations
@@ -35,6 +38,64 @@ def payload(i: int) -> bytes:
 @pytest.fixture
 def disk(tmpfs: Callable[[str], str]) -> str:
     return tmpfs("16m")
+
+
+# ----------------------------------------------------------------------------- writes and reads
+
+
+@pytest.fixture
+def small_disk(tmpfs: Callable[[str], str]) -> str:
+    return tmpfs("2m")
+
+
+def test_full_disk_raises_clearly_keeps_reads_and_recovers(small_disk: str) -> None:
+    directory = os.path.join(small_disk, "c")
+    cache = dco.Cache(directory)
+    acknowledged = {f"k{i}": os.urandom(100 + i) for i in range(50)}
+    acknowledged["file"] = os.urandom(50_000)  # in a value file
+    for key, value in acknowledged.items():
+        assert cache.set(key, value) is True
+    cache.push("queued")
+    ballast = support.fill_disk(small_disk)
+
+    failures: list[BaseException] = []
+    for i in range(200):  # rows until the WAL cannot grow, then value files
+        try:
+            cache.set(f"new{i}", os.urandom(2000))
+        except (OSError, dco.DatabaseError) as exc:
+            failures.append(exc)
+            break
+    try:
+        cache.set("big", os.urandom(100_000))
+    except (OSError, dco.DatabaseError) as exc:
+        failures.append(exc)
+    assert failures, "nothing failed on a full disk"
+    for exc in failures:
+        message = str(exc)
+        assert "full" in message or "No space left" in message, message
+    with pytest.raises((OSError, dco.DatabaseError)):
+        for _ in range(200):
+            cache.push(os.urandom(2000))
+
+    # reads keep working, on this handle and a new one
+    reader = dco.Cache(directory)
+    for key, value in acknowledged.items():
+        assert cache.get(key) == value
+        assert reader.get(key) == value
+    assert cache.peek()[1] == "queued"
+
+    os.remove(ballast)
+    assert cache.set("after", "space freed") is True
+    assert cache.set("big-after", b"x" * 100_000) is True
+    assert cache.pull()[1] == "queued"
+    assert support.integrity(directory) == "ok"
+    assert all("unknown file" in str(w.message) for w in cache.check(fix=True))
+    assert cache.check() == []
+    for key, value in acknowledged.items():
+        assert reader.get(key) == value
+
+
+# ----------------------------------------------------------------------------- removals (D-039)
 
 
 @pytest.mark.parametrize("durable", [False, True], ids=["plain", "durable"])
