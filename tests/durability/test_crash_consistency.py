@@ -1,6 +1,6 @@
 """Crash consistency: writers SIGKILLed at random moments, and a full check after every kill.
 
-Each round starts ``SLOTS`` writer processes (tests/crashers.py) on one cache directory;
+Each round starts ``SLOTS`` writer processes (helpers/crashers.py) on one cache directory;
 they do a random mix of small sets, value-file sets (32-96 KiB), deletes, multi-statement
 ``transact()`` blocks, pushes, pulls inside ``transact()`` with a receipt, and leased
 take/finish on a ``JobQueue``. After a random few milliseconds each writer is SIGKILLed

@@ -1,6 +1,6 @@
-"""Load: many processes and many threads on one cache for a bounded time (issue 6, section 5).
+"""Load: many processes and many threads on one cache for a bounded time, without an error.
 
-``test_soak`` runs 16 spawned processes on one directory (tests/load_workers.py): 8 do a
+``test_soak`` runs 16 spawned processes on one directory (helpers/load_workers.py): 8 do a
 90/9/1 get/set/delete mix over 1,000 keys (values of 10 B to 96 KiB, 3% of the sets value
 files of 32 KiB or more; every value read is checked byte for byte), 4 producers push
 items ``"{producer}:{seq}"`` (every 4th on a ``JobQueue`` instead), 3 workers take them

@@ -1,5 +1,5 @@
-"""The seed's scenario: two lanes (a queue worker and a request lane) race to open the same
-articles, and every article is paid for once.
+"""Pay once: two lanes (a queue worker and a request lane) race to open the same articles, and
+every article is paid for once.
 
 The paid operation (``payonce_workers.clean_article``) counts its calls in the store, so
 the count covers every thread, loop and process. Every wait has a timeout.
@@ -142,8 +142,9 @@ def test_cancelled_readers_leave_cached_results(cache: Any) -> None:
 
 
 def test_unshielded_turn_loses_the_work(cache: Any) -> None:
-    """The failure the seed measured (20 extractions, 6 cached), reproduced without the
-    library: the paid call awaited directly in the request is lost with it."""
+    """Without the library the work is paid for and then lost (as in 20 paid extractions with
+    6 results cached): a paid call awaited directly in a request that times out is lost with
+    the request."""
 
     async def main() -> None:
         acache = AsyncCache(cache)

@@ -1,4 +1,4 @@
-"""Writer processes for tests/test_crash_consistency.py (run as ``python crashers.py ...``).
+"""Writer processes for durability/test_crash_consistency.py (run as ``python crashers.py ...``).
 
 A writer imports the package, waits for one line on stdin (the parent's "go", so the
 import overlaps the parent's checks), opens the cache, prints ``ready`` and then does a

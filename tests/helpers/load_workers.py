@@ -1,4 +1,4 @@
-"""Process bodies for tests/test_load.py (spawned, so importable).
+"""Process bodies for durability/test_load.py (spawned, so importable).
 
 Every body takes the implementation's module name (``support.IMPL_NAME``), opens the cache
 with the default timeout (60 s) and never passes ``retry=True``, so a ``Timeout`` surfaces

@@ -1,6 +1,6 @@
 """The queue calls on ``Cache``: push, pull, peek, their batches and blocking forms.
 
-The contract is the "Work queues" page (its examples run in ``test_queue_seed.py``), the
+The contract is the "Work queues" page (its examples run in ``test_work_queues_page.py``), the
 working spec ``docs/queue-api-spec.md`` and decisions D-012, D-013, D-054 and D-057. Tests
 not marked ``oxide`` also describe python-diskcache 5.6.3 (``DCO_TEST_REFERENCE=1``).
 """

@@ -8,8 +8,8 @@ How the kill test judges the window between a pull's commit and the worker's rec
 ------------------------------------------------------------------------------------------
 A plain ``pull()`` commits its delete before it returns, so a worker killed between that
 commit and writing the item down loses the item: that is the at-most-once nature of a bare
-pull (the seed page says so; leases fix it). The main kill test therefore runs its workers
-the way the seed page recommends for work that must survive a crash: each pull happens
+pull (the "Work queues" page says so; leases fix it). The main kill test therefore runs its
+workers the way that page recommends for work that must survive a crash: each pull happens
 inside ``transact()``, and inside the same transaction the worker increments a receipt
 ``receipt:{item}`` and appends the item to its own log. The commit comes last.
 Consequences, for a worker killed at any instant:
@@ -21,7 +21,7 @@ Consequences, for a worker killed at any instant:
 
 A "completed pull" is a committed one. The test checks: no receipt above 1 (nothing was
 delivered twice); every item is either still in the queue or has exactly one receipt (the
-issue's "every item is still in the queue or was returned by a completed pull"); every
+promise: "every item is still in the queue or was returned by a completed pull"); every
 receipt has a log line (the worker saw the item); log lines outside the last batch of a
 killed worker appear once each; ``PRAGMA integrity_check`` is ok.
 ``test_a_kill_between_the_log_and_the_commit_rolls_the_pull_back`` stops a worker inside

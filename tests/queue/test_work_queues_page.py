@@ -282,7 +282,9 @@ def test_fanout_example(tmp_path: Path) -> None:
         diskcache_oxide.Cache(str(tmp_path / "my-app" / "cache" / "pages"))
 
 
-@pytest.mark.skipif(not SEED.exists(), reason="the seed page is not checked out beside the repo")
+@pytest.mark.skipif(
+    not SEED.exists(), reason="the Work queues page is not checked out beside the repo"
+)
 def test_examples_are_the_pages_text() -> None:
     """Guards the copies above against drift: each block appears verbatim on the page."""
     page = SEED.read_text(encoding="utf-8")
