@@ -7,13 +7,18 @@ export PYO3_PYTHON := $(abspath $(BIN)/python)
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: demo test bench build lint rust-test py-test upstream-test wheel-check soak clean
+.PHONY: demo test check bench build lint rust-test py-test upstream-test wheel-check soak clean
 
 demo: build
 	$(BIN)/python examples/queue_demo.py
 	$(BIN)/python examples/demo.py
 
 test: lint rust-test py-test upstream-test wheel-check
+
+# The inner loop: the lints of `make lint`, then the Python tests not marked slow (the slow ones
+# spawn many processes or run many generated examples). `make test` still runs every test.
+check: lint
+	$(BIN)/python -m pytest -m "not slow"
 
 build: $(DEPS)
 	$(BIN)/maturin develop --release --quiet

@@ -4,6 +4,17 @@ Runs against ``diskcache_oxide`` (build it first: ``make build``). With
 ``DCO_TEST_REFERENCE=1`` the API tests run against python-diskcache 5.6.3 instead,
 which checks that they describe the reference's behaviour; tests marked ``oxide``
 (the safe value format, batch calls, ...) are skipped then.
+
+The folders name concerns: ``api`` (the Cache API, keys, values, value files, settings and
+handles, differential and state-machine tests against python-diskcache, departures from it),
+``queue`` (queue calls, leased jobs, delivery across processes, the Work queues page),
+``durability`` (crashes, faults, a full disk, load, fork, many processes, the WAL, timeouts),
+``safety`` (the safe format, damaged values, hostile files, permissions, bad input) and
+``features`` (claims, compute-once, asyncio, Deque, Index, recipes, cross-language, benches,
+the README). ``helpers`` holds the shared helpers and the bodies of spawned processes.
+``upstream`` (python-diskcache's own suite, ``make upstream-test``) and ``wheel``
+(``make wheel-check``) are not collected here. ``make check`` runs the tests not marked
+``slow``.
 """
 
 from __future__ import annotations

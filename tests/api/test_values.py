@@ -210,6 +210,7 @@ values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(value=values)
 def test_hypothesis_round_trip(dc, tmp_path_factory, value):

@@ -113,6 +113,7 @@ STOCK_WRITER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 @linux_locks
 def test_a_stock_sqlite_in_another_process_writes_alongside(tmp_path: Path) -> None:
     """Writers in both programs exclude each other: no update of either is lost."""

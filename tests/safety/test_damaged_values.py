@@ -110,6 +110,7 @@ def test_unknown_kind_is_corrupt(make_cache, dc):
         cache.get("k")
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(payload=st.binary(max_size=64))
 def test_random_stored_bytes_never_crash(dc, tmp_path_factory, payload):
