@@ -7,13 +7,13 @@ export PYO3_PYTHON := $(abspath $(BIN)/python)
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: demo test check bench build lint rust-test py-test upstream-test wheel-check soak clean
+.PHONY: demo test check bench build lint rust-test py-test portable-test upstream-test wheel-check soak clean
 
 demo: build
 	$(BIN)/python examples/queue_demo.py
 	$(BIN)/python examples/demo.py
 
-test: lint rust-test py-test upstream-test wheel-check
+test: lint rust-test py-test portable-test upstream-test wheel-check
 
 # The inner loop: the lints of `make lint`, then the Python tests not marked slow (the slow ones
 # spawn many processes or run many generated examples). `make test` still runs every test.
@@ -35,6 +35,14 @@ rust-test: $(DEPS)
 
 py-test: build
 	$(BIN)/python -m pytest
+
+# The queue, job, claim and compute-once tests again with the portable fallbacks forced
+# (polling wake-ups, SQLite's own WAL index locks: D-040), as they run where there is no inotify.
+PORTABLE_TESTS := tests/queue tests/features/test_claims.py tests/features/test_compute_once.py \
+	tests/features/test_pay_once_scenario.py tests/durability/test_wal.py \
+	tests/durability/test_platform.py
+portable-test: build
+	DISKCACHE_OXIDE_PORTABLE=1 $(BIN)/python -m pytest $(PORTABLE_TESTS)
 
 # python-diskcache 5.6.3's own tests (test_core, test_fanout, test_deque, test_index,
 # test_recipes) against diskcache_oxide, once with pickle=True and once in the safe format.

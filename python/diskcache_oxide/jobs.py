@@ -232,8 +232,9 @@ class Job:
     """A job a worker holds: one lease of one job, taken by :meth:`JobQueue.take`.
 
     Read-only, except that :meth:`extend` moves ``lease_deadline``. ``attempts`` counts the
-    takes so far, this one included, and fences the lease: ``finish``, ``fail``, ``extend``
-    and ``release`` act only while this attempt still holds it. Once one of them has settled
+    takes so far, this one included (a ``release`` gives one back). The lease itself is
+    fenced by a number every take raises and nothing lowers: ``finish``, ``fail``, ``extend``
+    and ``release`` act only while this take still holds it. Once one of them has settled
     the job (or found the lease lost), the others do nothing and report a lost lease.
 
     As a context manager, the job is finished on a clean exit and failed (with the

@@ -352,7 +352,16 @@ pub(crate) fn pull<'py>(
         let mut decoded: Vec<Option<Py<PyAny>>> = Vec::new();
         let mut error: Option<PyErr> = None;
         let mut lines: Vec<Logged> = Vec::new();
+        let mut attempt = 0u32;
         let mut decide = |c: &Candidate| -> Verdict {
+            if c.attempt != attempt {
+                // The transaction was rolled back and is being run again (D-039): what the
+                // earlier run decided is void.
+                attempt = c.attempt;
+                decoded.clear();
+                lines.clear();
+                error = None;
+            }
             let first = decoded.is_empty();
             match decode_candidate(c, pickle) {
                 Decoded::Plain => {
@@ -467,16 +476,24 @@ pub(crate) fn peek<'py>(
         let lines = loop {
             let mut lines: Vec<Logged> = Vec::new();
             let result = py.detach(|| {
-                let mut decide = |c: &Candidate| match decode_candidate(c, pickle) {
-                    Decoded::Damaged(err) => {
-                        lines.push(Logged {
-                            key: c.key.clone(),
-                            err,
-                            removed: true,
-                        });
-                        Verdict::DropAndContinue
+                let mut attempt = 0u32;
+                let mut decide = |c: &Candidate| {
+                    if c.attempt != attempt {
+                        // Run again after a rollback (D-039): start the list over.
+                        attempt = c.attempt;
+                        lines.clear();
                     }
-                    _ => Verdict::Leave,
+                    match decode_candidate(c, pickle) {
+                        Decoded::Damaged(err) => {
+                            lines.push(Logged {
+                                key: c.key.clone(),
+                                err,
+                                removed: true,
+                            });
+                            Verdict::DropAndContinue
+                        }
+                        _ => Verdict::Leave,
+                    }
                 };
                 cache.pull_many(prefix, side, 1, &mut decide).map(|_| ())
             });

@@ -7,7 +7,7 @@
 //! milliseconds.
 
 use crate::cache::Cache;
-use crate::conn::fork_generation;
+use crate::fork::fork_generation;
 use crate::platform::Watch;
 use crate::Result;
 use std::cell::RefCell;

@@ -107,3 +107,30 @@ impl From<&str> for Scalar {
         Scalar::Str(s.to_owned())
     }
 }
+
+/// Which end of a queue a push or pull works at (D-054). It is part of how a queue key is
+/// read, so it lives with the keys; `queue.rs` and the memo of recent reads both use it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Side {
+    Front,
+    Back,
+}
+
+impl Side {
+    pub fn parse(name: &str) -> Result<Side> {
+        match name {
+            "front" => Ok(Side::Front),
+            "back" => Ok(Side::Back),
+            other => Err(Error::invalid(format!(
+                "side: expected 'front' or 'back', got {other:?}"
+            ))),
+        }
+    }
+
+    pub(crate) fn order(self) -> &'static str {
+        match self {
+            Side::Front => "ASC",
+            Side::Back => "DESC",
+        }
+    }
+}

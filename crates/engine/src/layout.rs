@@ -4,12 +4,14 @@
 //! `<dir>/fanout.json` = `{"layout": "fanout", "shards": N, "format": 1}`. Opening a
 //! directory the wrong way raises [`Error::LayoutMismatch`] and changes nothing on disk.
 
-use crate::cache::DB_NAME;
 use crate::{Error, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The marker file of a FanoutCache root.
+/// The database file inside a cache directory.
+pub const DB_NAME: &str = "cache.db";
+
 pub const FANOUT_MARKER: &str = "fanout.json";
 /// The version of the marker's format.
 const MARKER_FORMAT: u64 = 1;

@@ -28,7 +28,7 @@ pub(crate) struct DirLock {
 
 impl Drop for DirLock {
     fn drop(&mut self) {
-        if self.fork == crate::conn::fork_generation() {
+        if self.fork == crate::fork::fork_generation() {
             // SAFETY: a valid open descriptor.
             unsafe { libc::flock(self.file.as_raw_fd(), libc::LOCK_UN) };
         }
@@ -97,7 +97,7 @@ impl DirLock {
             if unsafe { libc::flock(file.as_raw_fd(), kind | libc::LOCK_NB) } == 0 {
                 return Ok(DirLock {
                     file,
-                    fork: crate::conn::fork_generation(),
+                    fork: crate::fork::fork_generation(),
                 });
             }
             let err = std::io::Error::last_os_error();

@@ -7,7 +7,7 @@
 use crate::cache::{apply_delta, now, Cache, Delta, Fresh, Stamp};
 use crate::error::SqlContext;
 use crate::files::Found;
-use crate::key::{Key, Scalar};
+use crate::key::{Key, Scalar, Side};
 use crate::statements::Db;
 use crate::stored::{Entry, ValueRef};
 use crate::{Error, Result, WriteOptions};
@@ -18,31 +18,6 @@ use rusqlite::{params, OptionalExtension};
 pub const QUEUE_START: i64 = 500_000_000_000_000;
 /// The last number of the 15-digit space.
 pub const QUEUE_MAX: i64 = 999_999_999_999_999;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Side {
-    Front,
-    Back,
-}
-
-impl Side {
-    pub fn parse(name: &str) -> Result<Side> {
-        match name {
-            "front" => Ok(Side::Front),
-            "back" => Ok(Side::Back),
-            other => Err(Error::invalid(format!(
-                "side: expected 'front' or 'back', got {other:?}"
-            ))),
-        }
-    }
-
-    fn order(self) -> &'static str {
-        match self {
-            Side::Front => "ASC",
-            Side::Back => "DESC",
-        }
-    }
-}
 
 /// What a `pull` caller decides about the item at the end of the queue, inside the pull's
 /// write transaction (so no other worker can take it meanwhile).
@@ -62,6 +37,10 @@ pub enum Verdict {
 pub struct Candidate {
     pub key: Key,
     pub entry: Result<Entry>,
+    /// Which run of the pull's transaction saw it: 0, or more when the transaction was
+    /// rolled back and run again (a removal on a full disk, D-039). A caller that keeps state
+    /// across the candidates of one pull starts it over when this changes.
+    pub attempt: u32,
 }
 
 /// The live item at one end of a queue, with what deleting it needs.
@@ -214,7 +193,10 @@ impl Cache {
     ) -> Result<Vec<(Key, Entry)>> {
         check_prefix(prefix)?;
         let range = Range::new(prefix);
+        let mut attempts = 0u32;
         self.freeing(|db, unlink| {
+            let attempt = attempts;
+            attempts += 1;
             let mut taken = Vec::new();
             let mut delta = Delta::default();
             while taken.len() < n {
@@ -222,11 +204,12 @@ impl Cache {
                     rowid,
                     size,
                     filename,
-                    candidate,
+                    mut candidate,
                 }) = self.front(db, &range, side)?
                 else {
                     break;
                 };
+                candidate.attempt = attempt;
                 let verdict = decide(&candidate);
                 if verdict == Verdict::Leave {
                     break;
@@ -250,16 +233,22 @@ impl Cache {
         self.read_remembering(|db, recent, header| {
             if let Some(h) = &header {
                 if let Some(item) = recent.front(h, prefix, side, now()) {
-                    return Ok(item.map(|(key, e)| Candidate { key, entry: Ok(e) }));
+                    return Ok(item.map(|(key, e)| Candidate {
+                        key,
+                        entry: Ok(e),
+                        attempt: 0,
+                    }));
                 }
             }
             let found = self.front(db, &range, side)?.map(|f| f.candidate);
             if let Some(h) = header {
                 match &found {
                     None => recent.put_front(h, prefix, side, None),
-                    Some(Candidate { key, entry: Ok(e) }) => {
-                        recent.put_front(h, prefix, side, Some((key, e)))
-                    }
+                    Some(Candidate {
+                        key,
+                        entry: Ok(e),
+                        attempt: 0,
+                    }) => recent.put_front(h, prefix, side, Some((key, e))),
                     Some(_) => {}
                 }
             }
@@ -330,7 +319,11 @@ impl Cache {
             rowid: row.rowid,
             size: row.size,
             filename: row.filename.clone(),
-            candidate: Candidate { key, entry },
+            candidate: Candidate {
+                key,
+                entry,
+                attempt: 0,
+            },
         }))
     }
 }

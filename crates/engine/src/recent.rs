@@ -6,8 +6,8 @@
 //! changed since, and the cached entry is the current one. Any difference clears the cache.
 //! Inside a transaction, and for values kept in files, reads always go to SQLite.
 
+use crate::key::Side;
 use crate::key::{Key, Scalar};
-use crate::queue::Side;
 use crate::stored::{Entry, StoredValue};
 use rusqlite::{ffi, Connection};
 use std::collections::HashMap;

@@ -53,8 +53,13 @@ impl Reserve {
         let Ok(c_path) = CString::new(self.path.as_os_str().as_bytes()) else {
             return false;
         };
-        if std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.is_file()) {
-            return true;
+        match std::fs::symlink_metadata(&self.path) {
+            Ok(m) if m.is_file() && m.len() >= Self::BYTES as u64 => return true,
+            // Cut short (a process killed while allocating it): allocate it again.
+            Ok(m) if m.is_file() => {
+                let _ = std::fs::remove_file(&self.path);
+            }
+            _ => {}
         }
         if !self.room_for_it() {
             return false;

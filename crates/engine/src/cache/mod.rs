@@ -6,6 +6,7 @@
 use crate::conn::{self, Deadline};
 use crate::error::{sql_error, SqlContext};
 use crate::files::{Found, Modes, ValueFiles};
+use crate::fork;
 use crate::key::{Key, Scalar, RAW_ENCODED, RAW_NATIVE, RAW_PICKLED};
 use crate::lock::DirLock;
 use crate::recent::Recent;
@@ -29,8 +30,7 @@ use thread_local::ThreadLocal;
 pub const FORMAT_VERSION: i64 = 1;
 /// `PRAGMA application_id`: marks a database as ours ("DCOX").
 const APPLICATION_ID: i64 = 0x4443_4f58;
-/// The database file inside the cache directory.
-pub const DB_NAME: &str = "cache.db";
+pub use crate::layout::DB_NAME;
 /// Rows per batch in the maintenance loops that release the write lock between batches.
 const BATCH: i64 = 100;
 
@@ -105,8 +105,8 @@ struct Conn {
     /// Never closed from a process other than the one that opened it (see `Drop`).
     db: ManuallyDrop<Db>,
     /// Its entry in the registry a forked child closes inherited connections from (D-028).
-    live: conn::Live,
-    /// `conn::fork_generation()` when opened: a different one means we are in a forked child.
+    live: fork::Live,
+    /// `fork::fork_generation()` when opened: a different one means we are in a forked child.
     fork: u64,
     /// Nesting depth of `begin()` on this thread.
     depth: u32,
@@ -127,9 +127,9 @@ struct Conn {
 impl Conn {
     fn new(db: Connection, generation: u64, at_rest: Option<conn::AtRest>) -> Conn {
         Conn {
-            live: conn::Live::register(&db),
+            live: fork::Live::register(&db),
             db: ManuallyDrop::new(Db::new(db)),
-            fork: conn::fork_generation(),
+            fork: fork::fork_generation(),
             depth: 0,
             generation,
             unlink_on_commit: Vec::new(),
@@ -156,8 +156,8 @@ impl Drop for Conn {
     fn drop(&mut self) {
         // A connection inherited through fork() is closed (or deliberately leaked) through the
         // registry by the child's first open (D-028); its Rust side must never touch it again.
-        if self.fork == conn::fork_generation() {
-            let _active = conn::Active::enter();
+        if self.fork == fork::fork_generation() {
+            let _active = fork::Active::enter();
             self.live.deregister();
             // SAFETY: dropped exactly once, here.
             unsafe { ManuallyDrop::drop(&mut self.db) }
@@ -308,7 +308,7 @@ impl Cache {
         let db_path = directory.join(DB_NAME);
         crate::files::refuse_unsafe_db_files(&db_path)?;
         let _deadline = Deadline::start(options.timeout);
-        let _active = conn::Active::enter();
+        let _active = fork::Active::enter();
         let (conn, settings, modes) = if options.read_only {
             // Nothing is created: no directory, no lock file, no schema, no settings (D-019).
             match std::fs::metadata(&directory) {
@@ -465,12 +465,12 @@ impl Cache {
         torn: Option<&std::cell::Cell<bool>>,
     ) -> Result<T> {
         let _deadline = Deadline::start(self.inner.timeout);
-        let _active = conn::Active::enter();
+        let _active = fork::Active::enter();
         let cell = self.inner.conns.get_or(|| RefCell::new(None));
         let mut slot = cell.try_borrow_mut().map_err(|_| {
             Error::invalid("a cache call was re-entered on one thread while another was running")
         })?;
-        let fork = conn::fork_generation();
+        let fork = fork::fork_generation();
         if slot.as_ref().is_some_and(|c| c.fork != fork) {
             *slot = None; // forked: the parent's connection is leaked by Conn::drop, not closed
         }
@@ -753,7 +753,7 @@ impl Cache {
     }
 
     pub fn in_transaction(&self) -> bool {
-        let fork = conn::fork_generation();
+        let fork = fork::fork_generation();
         self.inner
             .conns
             .get()
@@ -771,8 +771,8 @@ impl Cache {
             if let Ok(mut slot) = cell.try_borrow_mut() {
                 if let Some(c) = slot.as_mut() {
                     // An inherited connection may already be closed by the child (D-028).
-                    if c.depth > 0 && c.fork == conn::fork_generation() {
-                        let _active = conn::Active::enter();
+                    if c.depth > 0 && c.fork == fork::fork_generation() {
+                        let _active = fork::Active::enter();
                         let _call = c.live.call();
                         let _ = run(&c.db, "ROLLBACK");
                     }
