@@ -29,6 +29,7 @@ lint: build
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/python -m mypy.stubtest diskcache_oxide._core
 
 rust-test: $(DEPS)
 	cargo test -p diskcache-oxide-engine --quiet

@@ -3,9 +3,16 @@
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Literal, final
 
-from typing_extensions import Self
+from typing_extensions import Self, disjoint_base
 
-__all__ = ["CacheCore", "KeyIterator", "claim_fanout", "set_registry", "__version__"]
+__all__ = [
+    "CacheCore",
+    "KeyIterator",
+    "claim_fanout",
+    "platform_backends",
+    "set_registry",
+    "__version__",
+]
 
 __version__: str
 
@@ -43,6 +50,7 @@ class KeyIterator:
     def __iter__(self) -> Self: ...
     def __next__(self) -> Any: ...
 
+@disjoint_base
 class CacheCore:
     def __new__(cls, *args: Any, **kwargs: Any) -> Self: ...
     def _open(

@@ -670,6 +670,10 @@ impl CacheCore {
 
     // ---- writes ----------------------------------------------------------------------------
 
+    /// Store `value` under `key`, replacing what was there. `expire` is seconds from now
+    /// (None: never), `tag` a str, bytes, int or float to group entries for `evict`, and
+    /// `read=True` means `value` is a binary file to copy in. Returns True (False only on a
+    /// durable handle that could not write). Culls first if the cache is over `size_limit`.
     #[pyo3(signature = (key, value, expire=ExpireArg(None), read=Flag(false), tag=None, retry=Flag(false)), text_signature = "(self, key, value, expire=None, read=False, tag=None, retry=False)")]
     #[allow(clippy::too_many_arguments)]
     fn set(
@@ -704,6 +708,9 @@ impl CacheCore {
         self.set_inner(py, key, value, WriteOptions::default(), true)
     }
 
+    /// Store `value` under `key` only if the key is absent or expired; returns True if it was
+    /// stored. The check and the write are one transaction, so of several processes adding the
+    /// same key exactly one wins. Arguments as for `set`.
     #[pyo3(signature = (key, value, expire=ExpireArg(None), read=Flag(false), tag=None, retry=Flag(false)), text_signature = "(self, key, value, expire=None, read=False, tag=None, retry=False)")]
     #[allow(clippy::too_many_arguments)]
     fn add(
@@ -739,6 +746,8 @@ impl CacheCore {
         run(py, retry.0, || cache.add(&k, v, &options))
     }
 
+    /// Give an unexpired entry a new expiry (`expire` seconds from now; None: never). Returns
+    /// whether the key was present.
     #[pyo3(signature = (key, expire=ExpireArg(None), retry=Flag(false)), text_signature = "(self, key, expire=None, retry=False)")]
     fn touch(
         &self,
@@ -753,6 +762,8 @@ impl CacheCore {
         run(py, retry.0, || cache.touch(&k, expire.0))
     }
 
+    /// Add `delta` to the int stored under `key` atomically and return the new value. An absent
+    /// or expired key starts at `default`; `default=None` raises KeyError for it instead.
     #[pyo3(signature = (key, delta=Num::Int(1), default=Num::Int(0), retry=Flag(false)), text_signature = "(self, key, delta=1, default=0, retry=False)")]
     fn incr<'py>(
         &self,
@@ -766,6 +777,8 @@ impl CacheCore {
         self.incr_inner(py, key, delta, default, retry.0)
     }
 
+    /// Subtract `delta` from the int stored under `key` atomically and return the new value: the
+    /// same as `incr(key, -delta, default)`.
     #[pyo3(signature = (key, delta=Num::Int(1), default=Num::Int(0), retry=Flag(false)), text_signature = "(self, key, delta=1, default=0, retry=False)")]
     fn decr<'py>(
         &self,
@@ -788,6 +801,9 @@ impl CacheCore {
 
     // ---- reads -----------------------------------------------------------------------------
 
+    /// The value stored under `key`, or `default` if it is absent or expired. `read=True` returns
+    /// a file-value as an open binary file; `expire_time=True` and `tag=True` return a tuple with
+    /// the expiry (seconds since the epoch, or None) and the tag beside the value.
     #[pyo3(signature = (key, default=None, read=Flag(false), expire_time=Flag(false), tag=Flag(false), retry=Flag(false)), text_signature = "(self, key, default=None, read=False, expire_time=False, tag=False, retry=False)")]
     #[allow(clippy::too_many_arguments)]
     fn get<'py>(
@@ -824,6 +840,8 @@ impl CacheCore {
         }
     }
 
+    /// An open binary file for the value stored under `key` (a value kept in a value file), to
+    /// stream it; raises KeyError if the key is absent or expired.
     #[pyo3(signature = (key, retry=Flag(false)), text_signature = "(self, key, retry=False)")]
     fn read<'py>(
         &self,
@@ -844,6 +862,8 @@ impl CacheCore {
         run(py, false, || cache.contains(&k))
     }
 
+    /// Remove the entry under `key` and return its value, or `default` if it is absent or
+    /// expired. `expire_time=True` and `tag=True` return them beside the value, as `get` does.
     #[pyo3(signature = (key, default=None, expire_time=Flag(false), tag=Flag(false), retry=Flag(false)), text_signature = "(self, key, default=None, expire_time=False, tag=False, retry=False)")]
     fn pop<'py>(
         &self,
@@ -887,6 +907,7 @@ impl CacheCore {
         }
     }
 
+    /// Remove the entry under `key`; returns whether an unexpired entry was removed.
     #[pyo3(signature = (key, retry=Flag(false)), text_signature = "(self, key, retry=False)")]
     fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>, retry: Flag) -> PyResult<bool> {
         let h = self.h()?;
@@ -895,6 +916,9 @@ impl CacheCore {
         run(py, retry.0, || cache.delete(&k))
     }
 
+    /// The first (`last=False`) or last (`last=True`) entry in insertion order, as a
+    /// `(key, value)` pair, without removing it; raises KeyError if the cache is empty. Expired
+    /// entries met on the way are deleted.
     #[pyo3(signature = (last=Flag(true), expire_time=Flag(false), tag=Flag(false), retry=Flag(false)), text_signature = "(self, last=True, expire_time=False, tag=False, retry=False)")]
     fn peekitem<'py>(
         &self,
@@ -924,6 +948,8 @@ impl CacheCore {
 
     // ---- bulk (D-010) ----------------------------------------------------------------------
 
+    /// The values of `keys`, in order, with `default` for each key that is absent or expired.
+    /// One read transaction for all of them.
     #[pyo3(signature = (keys, default=None, retry=Flag(false)), text_signature = "(self, keys, default=None, retry=False)")]
     fn get_many<'py>(
         &self,
@@ -961,6 +987,8 @@ impl CacheCore {
         Ok(out)
     }
 
+    /// Store every `(key, value)` of `items` (a mapping or an iterable of pairs) in one
+    /// transaction, with the same `expire` and `tag` for all. Returns the number stored.
     #[pyo3(signature = (mapping, expire=ExpireArg(None), tag=None, retry=Flag(false)), text_signature = "(self, mapping, expire=None, tag=None, retry=False)")]
     fn set_many(
         &self,
@@ -1000,6 +1028,7 @@ impl CacheCore {
         run(py, retry.0, || cache.set_many(&items, &options))
     }
 
+    /// Remove every key of `keys` in one transaction; returns how many were present.
     #[pyo3(signature = (keys, retry=Flag(false)), text_signature = "(self, keys, retry=False)")]
     fn delete_many(&self, py: Python<'_>, keys: &Bound<'_, PyAny>, retry: Flag) -> PyResult<u64> {
         let h = self.h()?;
@@ -1010,6 +1039,8 @@ impl CacheCore {
 
     // ---- removal in bulk -------------------------------------------------------------------
 
+    /// Remove every entry that has expired as of `now` (seconds since the epoch; default: the
+    /// current `time.time()`). Returns how many were removed. In batches, each its own transaction.
     #[pyo3(signature = (now=None, retry=Flag(false)), text_signature = "(self, now=None, retry=False)")]
     fn expire(&self, py: Python<'_>, now: Option<&Bound<'_, PyAny>>, retry: Flag) -> PyResult<u64> {
         // python-diskcache uses `now or time.time()`. `time.time` is looked up at each call,
@@ -1028,6 +1059,8 @@ impl CacheCore {
         run_removing(py, retry.0, || cache.expire(now))
     }
 
+    /// Remove every entry whose tag is `tag`; returns how many. In batches, each its own
+    /// transaction.
     #[pyo3(signature = (tag, retry=Flag(false)), text_signature = "(self, tag, retry=False)")]
     fn evict(&self, py: Python<'_>, tag: &Bound<'_, PyAny>, retry: Flag) -> PyResult<u64> {
         let cache = &*self.h()?.cache;
@@ -1038,12 +1071,16 @@ impl CacheCore {
         run_removing(py, retry.0, || cache.evict(&tag))
     }
 
+    /// Remove every entry, value files included; returns how many. In batches, each its own
+    /// transaction, so other processes keep working meanwhile.
     #[pyo3(signature = (retry=Flag(false)), text_signature = "(self, retry=False)")]
     fn clear(&self, py: Python<'_>, retry: Flag) -> PyResult<u64> {
         let cache = &*self.h()?.cache;
         run_removing(py, retry.0, || cache.clear())
     }
 
+    /// Remove expired entries, then evict by the eviction policy until the volume is under
+    /// `size_limit`. Returns how many entries were removed.
     #[pyo3(signature = (retry=Flag(false)), text_signature = "(self, retry=False)")]
     fn cull(&self, py: Python<'_>, retry: Flag) -> PyResult<u64> {
         let cache = &*self.h()?.cache;
@@ -1058,12 +1095,16 @@ impl CacheCore {
 
     // ---- metadata and settings -------------------------------------------------------------
 
+    /// The (hits, misses) counters. `enable` turns counting on or off for the directory;
+    /// `reset=True` sets both back to zero.
     #[pyo3(signature = (enable=Flag(true), reset=Flag(false)), text_signature = "(self, enable=True, reset=False)")]
     fn stats(&self, py: Python<'_>, enable: Flag, reset: Flag) -> PyResult<(u64, u64)> {
         let cache = &*self.h()?.cache;
         run(py, false, || cache.stats(enable.0, reset.0))
     }
 
+    /// The cache's size on disk as python-diskcache measures it: the database's pages plus the
+    /// bytes of the value files.
     #[pyo3(text_signature = "(self)")]
     fn volume(&self, py: Python<'_>) -> PyResult<u64> {
         let cache = &*self.h()?.cache;
@@ -1084,12 +1125,14 @@ impl CacheCore {
         Ok(setting_to_py(py, result)?.unbind())
     }
 
+    /// Create the index on tags that makes `evict(tag)` fast (the `tag_index` setting).
     #[pyo3(text_signature = "(self)")]
     fn create_tag_index(&self, py: Python<'_>) -> PyResult<()> {
         let cache = &*self.h()?.cache;
         run(py, false, || cache.create_tag_index())
     }
 
+    /// Drop the index on tags (the `tag_index` setting).
     #[pyo3(text_signature = "(self)")]
     fn drop_tag_index(&self, py: Python<'_>) -> PyResult<()> {
         let cache = &*self.h()?.cache;
@@ -1107,6 +1150,8 @@ impl CacheCore {
         self.end(py, commit)
     }
 
+    /// Close this thread's connection to the database, rolling back a transaction it left
+    /// open. A later call on the handle opens a new one, as in python-diskcache.
     #[pyo3(text_signature = "(self)")]
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         // Closing a handle that never opened is a no-op, as in python-diskcache.
@@ -1331,7 +1376,7 @@ impl CacheCore {
         jobs::put_many(py, self.h()?, queue, values, options)
     }
 
-    #[pyo3(signature = (queues, lease, n, timeout=WaitArg(None)))]
+    #[pyo3(signature = (queues, lease, n, timeout=WaitArg(None)), text_signature = "(self, queues, lease, n, timeout=None)")]
     fn _job_take<'py>(
         &self,
         py: Python<'py>,
