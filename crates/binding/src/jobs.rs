@@ -6,9 +6,11 @@
 //! handle). Every engine call runs with the GIL released; safe-format bytes are decoded there too.
 
 use crate::convert::{fetched_to_py, prepare_value, Fetched, Prepared};
+use crate::core::CacheCore;
 use crate::core::{run, Handle};
 use crate::errors::Exc;
 use crate::queue::wait_loop;
+use crate::queue::{CountArg, WaitArg};
 use diskcache_oxide_engine::{JobInfo, JobOptions, JobState, StoredValue, ValueRef};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
@@ -213,4 +215,136 @@ pub(crate) fn dead<'py>(
         out.append(info_to_py(py, info, value, h.pickle)?)?;
     }
     Ok(out)
+}
+
+// ---- the leased-job calls of CacheCore (the Python layer is diskcache_oxide/jobs.py) ----
+
+#[pymethods]
+impl CacheCore {
+    #[pyo3(signature = (queue, value, delay, unique, max_attempts))]
+    fn _job_put(
+        &self,
+        py: Python<'_>,
+        queue: &str,
+        value: &Bound<'_, PyAny>,
+        delay: f64,
+        unique: Option<String>,
+        max_attempts: u32,
+    ) -> PyResult<i64> {
+        let options = JobOptions {
+            delay,
+            unique,
+            max_attempts,
+        };
+        put(py, self.h()?, queue, value, options)
+    }
+
+    #[pyo3(signature = (queue, values, delay, max_attempts))]
+    fn _job_put_many(
+        &self,
+        py: Python<'_>,
+        queue: &str,
+        values: &Bound<'_, PyAny>,
+        delay: f64,
+        max_attempts: u32,
+    ) -> PyResult<Vec<i64>> {
+        let options = JobOptions {
+            delay,
+            unique: None,
+            max_attempts,
+        };
+        put_many(py, self.h()?, queue, values, options)
+    }
+
+    #[pyo3(signature = (queues, lease, n, timeout=WaitArg(None)), text_signature = "(self, queues, lease, n, timeout=None)")]
+    fn _job_take<'py>(
+        &self,
+        py: Python<'py>,
+        queues: Vec<String>,
+        lease: f64,
+        n: CountArg,
+        timeout: WaitArg,
+    ) -> PyResult<Bound<'py, PyList>> {
+        take(py, self.h()?, &queues, lease, n.0, timeout.0)
+    }
+
+    fn _job_finish(&self, py: Python<'_>, id: i64, lease: i64) -> PyResult<bool> {
+        let cache = &*self.h()?.cache;
+        run(py, false, || cache.job_finish(id, lease))
+    }
+
+    fn _job_fail(
+        &self,
+        py: Python<'_>,
+        id: i64,
+        lease: i64,
+        error: &str,
+        retry_in: f64,
+    ) -> PyResult<Option<&'static str>> {
+        let cache = &*self.h()?.cache;
+        let state = run(py, false, || cache.job_fail(id, lease, error, retry_in))?;
+        Ok(state.map(|s| match s {
+            JobState::Dead => "dead",
+            JobState::Leased => "leased",
+            JobState::Ready => "ready",
+        }))
+    }
+
+    fn _job_extend(
+        &self,
+        py: Python<'_>,
+        id: i64,
+        lease_id: i64,
+        lease: f64,
+    ) -> PyResult<Option<f64>> {
+        let cache = &*self.h()?.cache;
+        run(py, false, || cache.job_extend(id, lease_id, lease))
+    }
+
+    fn _job_release(&self, py: Python<'_>, id: i64, lease: i64, delay: f64) -> PyResult<bool> {
+        let cache = &*self.h()?.cache;
+        run(py, false, || cache.job_release(id, lease, delay))
+    }
+
+    fn _job_bury(&self, py: Python<'_>, id: i64, lease: i64, error: &str) -> PyResult<bool> {
+        let cache = &*self.h()?.cache;
+        run(py, false, || cache.job_bury(id, lease, error))
+    }
+
+    #[pyo3(signature = (queue=None))]
+    fn _job_sweep(&self, py: Python<'_>, queue: Option<&str>) -> PyResult<(u64, u64)> {
+        let cache = &*self.h()?.cache;
+        let swept = run(py, false, || cache.job_sweep(queue))?;
+        Ok((swept.requeued, swept.dead))
+    }
+
+    fn _job_counts(&self, py: Python<'_>, queue: &str) -> PyResult<(u64, u64, u64, u64)> {
+        let cache = &*self.h()?.cache;
+        let c = run(py, false, || cache.job_counts(queue))?;
+        Ok((c.ready, c.scheduled, c.leased, c.dead))
+    }
+
+    fn _job_info<'py>(&self, py: Python<'py>, id: i64) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        info(py, self.h()?, id)
+    }
+
+    fn _job_dead<'py>(
+        &self,
+        py: Python<'py>,
+        queue: &str,
+        after: i64,
+        limit: usize,
+    ) -> PyResult<Bound<'py, PyList>> {
+        dead(py, self.h()?, queue, after, limit)
+    }
+
+    fn _job_requeue(&self, py: Python<'_>, id: i64, delay: f64) -> PyResult<bool> {
+        let cache = &*self.h()?.cache;
+        run(py, false, || cache.job_requeue(id, delay))
+    }
+
+    fn _job_delete(&self, py: Python<'_>, id: i64) -> PyResult<bool> {
+        let cache = &*self.h()?.cache;
+        run(py, false, || cache.job_delete(id))
+    }
 }

@@ -6,6 +6,7 @@
 
 use pyo3::prelude::*;
 
+mod cache;
 mod convert;
 mod core;
 mod errors;

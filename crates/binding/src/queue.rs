@@ -8,15 +8,22 @@
 //! converted after the engine returns. Waiting (D-013) happens with the GIL released, in slices
 //! so that Ctrl-C is noticed.
 
+use crate::cache::{float_or_none, shape, shape_default, PairDefault};
+use crate::convert::opt_scalar_to_py;
 use crate::convert::{decode_bytes, fetched_to_py, from_value, key_to_py, unpickle, Fetched};
+use crate::convert::{prepare_value, tag_from_py, Flag, Prepared};
 use crate::core::Handle;
+use crate::core::{run, CacheCore};
 use crate::errors::{to_py, to_py_ref, Exc};
 use crate::pyobj;
 use diskcache_oxide_engine::{Cache, Candidate, Entry, Error, Key, Side, StoredValue, Verdict};
+use diskcache_oxide_engine::{ValueRef, WriteOptions};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::types::PyList;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyString};
+use pyo3::types::{PyByteArray, PyBytes, PyTuple};
 use std::time::{Duration, Instant};
 
 // ---- arguments -----------------------------------------------------------------------------
@@ -507,5 +514,200 @@ pub(crate) fn peek<'py>(
         emit(py, h, lines)?;
         // If nothing could be removed, a damaged item seen again is raised, not looped on.
         stuck = none_removed.then_some(candidate.key);
+    }
+}
+
+/// `(key, value)`, with the expire time and tag beside it as the flags ask (as `get` does).
+pub(crate) fn shape_item<'py>(
+    py: Python<'py>,
+    item: Item<'py>,
+    want_expire: bool,
+    want_tag: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (key, value, expire, tag) = item;
+    let pair = PyTuple::new(py, [key, value])?.into_any();
+    let expire = float_or_none(py, expire)?;
+    let tag = opt_scalar_to_py(py, tag)?;
+    shape(py, pair, expire, tag, want_expire, want_tag)
+}
+
+/// All of a binary file's bytes, for `push(..., read=True)`.
+pub(crate) fn read_whole_file<'py>(
+    py: Python<'py>,
+    file: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let not_a_file = |what: String| {
+        PyTypeError::new_err(format!(
+            "push(..., read=True) needs a binary file-like object whose read() returns bytes, \
+             but {what}; open the file with 'rb', or push the bytes without read=True"
+        ))
+    };
+    let type_name = |obj: &Bound<'py, PyAny>| {
+        obj.get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default()
+    };
+    let Ok(read) = file.getattr(intern!(py, "read")) else {
+        return Err(not_a_file(format!("got {}", type_name(file))));
+    };
+    let data = read.call0()?;
+    if let Ok(b) = data.cast::<PyBytes>() {
+        return Ok(b.clone());
+    }
+    if let Ok(b) = data.cast::<PyByteArray>() {
+        return Ok(PyBytes::new(py, &b.to_vec()));
+    }
+    Err(not_a_file(format!("read() returned {}", type_name(&data))))
+}
+
+// ---- the queue calls of CacheCore -------------------------------------------------------
+
+#[pymethods]
+impl CacheCore {
+    /// Push `value` onto the queue named `prefix` (int keys without one) at `side`; returns
+    /// its key. `read=True` takes a binary file and stores its bytes.
+    #[pyo3(signature = (value, prefix=PrefixArg(None), side=SideArg(Side::Back), expire=ExpireArg(None), read=Flag(false), tag=None, retry=Flag(false)), text_signature = "(self, value, prefix=None, side='back', expire=None, read=False, tag=None, retry=False)")]
+    #[allow(clippy::too_many_arguments)]
+    fn push<'py>(
+        &self,
+        py: Python<'py>,
+        value: &Bound<'py, PyAny>,
+        prefix: PrefixArg,
+        side: SideArg,
+        expire: ExpireArg,
+        read: Flag,
+        tag: Option<&Bound<'py, PyAny>>,
+        retry: Flag,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let h = self.h()?;
+        let options = WriteOptions {
+            expire: expire.0,
+            tag: tag_from_py(tag)?,
+        };
+        let cache = &*h.cache;
+        let prefix = prefix.0.as_deref();
+        let key = if read.0 {
+            // The engine streams set(..., read=True) into a value file (set_from_reader) but
+            // has no push_from_reader: a pushed file is read into memory here and pushed as
+            // bytes (which the engine still writes to a value file when it is large).
+            let data = read_whole_file(py, value)?;
+            let v = ValueRef::Bytes(data.as_bytes());
+            run(py, retry.0, || cache.push(prefix, v, side.0, &options))?
+        } else {
+            let prepared = prepare_value(py, value, &h.ctx())?;
+            let v = prepared.as_ref();
+            run(py, retry.0, || cache.push(prefix, v, side.0, &options))?
+        };
+        key_to_py(py, key, h.pickle)
+    }
+
+    /// Push several values in one transaction, in order; returns their keys.
+    #[pyo3(signature = (values, prefix=PrefixArg(None), side=SideArg(Side::Back), expire=ExpireArg(None), tag=None, retry=Flag(false)), text_signature = "(self, values, prefix=None, side='back', expire=None, tag=None, retry=False)")]
+    #[allow(clippy::too_many_arguments)]
+    fn push_many<'py>(
+        &self,
+        py: Python<'py>,
+        values: &Bound<'py, PyAny>,
+        prefix: PrefixArg,
+        side: SideArg,
+        expire: ExpireArg,
+        tag: Option<&Bound<'py, PyAny>>,
+        retry: Flag,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let h = self.h()?;
+        let options = WriteOptions {
+            expire: expire.0,
+            tag: tag_from_py(tag)?,
+        };
+        let objs: Vec<Bound<'py, PyAny>> = values.try_iter()?.collect::<PyResult<_>>()?;
+        let ctx = h.ctx();
+        let prepared = objs
+            .iter()
+            .map(|v| prepare_value(py, v, &ctx))
+            .collect::<PyResult<Vec<Prepared<'_, '_>>>>()?;
+        let refs: Vec<ValueRef<'_>> = prepared.iter().map(Prepared::as_ref).collect();
+        let cache = &*h.cache;
+        let prefix = prefix.0.as_deref();
+        let keys = run(py, retry.0, || {
+            cache.push_many(prefix, &refs, side.0, &options)
+        })?;
+        let out = PyList::empty(py);
+        for key in keys {
+            out.append(key_to_py(py, key, h.pickle)?)?;
+        }
+        Ok(out)
+    }
+
+    /// Take the item at `side` of the queue: `(key, value)`, or `default` when it is empty;
+    /// with `timeout`, wait up to that many seconds for an item (GIL released).
+    #[pyo3(signature = (prefix=PrefixArg(None), default=PairDefault::Pair, side=SideArg(Side::Front), expire_time=Flag(false), tag=Flag(false), retry=Flag(false), timeout=WaitArg(None)), text_signature = "(self, prefix=None, default=(None, None), side='front', expire_time=False, tag=False, retry=False, timeout=None)")]
+    #[allow(clippy::too_many_arguments)]
+    fn pull<'py>(
+        &self,
+        py: Python<'py>,
+        prefix: PrefixArg,
+        default: PairDefault<'py>,
+        side: SideArg,
+        expire_time: Flag,
+        tag: Flag,
+        retry: Flag,
+        timeout: WaitArg,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let h = self.h()?;
+        let items = pull(py, h, prefix.0.as_deref(), side.0, 1, timeout.0, retry.0)?;
+        match items.into_iter().next() {
+            Some(item) => shape_item(py, item, expire_time.0, tag.0),
+            None => {
+                let default = default.resolve(py)?;
+                shape_default(py, Some(&default), expire_time.0, tag.0)
+            }
+        }
+    }
+
+    /// Take up to `n` items in one transaction; with `timeout`, wait while there are none.
+    #[pyo3(signature = (n, prefix=PrefixArg(None), side=SideArg(Side::Front), expire_time=Flag(false), tag=Flag(false), retry=Flag(false), timeout=WaitArg(None)), text_signature = "(self, n, prefix=None, side='front', expire_time=False, tag=False, retry=False, timeout=None)")]
+    #[allow(clippy::too_many_arguments)]
+    fn pull_many<'py>(
+        &self,
+        py: Python<'py>,
+        n: CountArg,
+        prefix: PrefixArg,
+        side: SideArg,
+        expire_time: Flag,
+        tag: Flag,
+        retry: Flag,
+        timeout: WaitArg,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let h = self.h()?;
+        let items = pull(py, h, prefix.0.as_deref(), side.0, n.0, timeout.0, retry.0)?;
+        let out = PyList::empty(py);
+        for item in items {
+            out.append(shape_item(py, item, expire_time.0, tag.0)?)?;
+        }
+        Ok(out)
+    }
+
+    /// The item at `side` of the queue, left in place: `(key, value)`, or `default`.
+    #[pyo3(signature = (prefix=PrefixArg(None), default=PairDefault::Pair, side=SideArg(Side::Front), expire_time=Flag(false), tag=Flag(false), retry=Flag(false)), text_signature = "(self, prefix=None, default=(None, None), side='front', expire_time=False, tag=False, retry=False)")]
+    #[allow(clippy::too_many_arguments)]
+    fn peek<'py>(
+        &self,
+        py: Python<'py>,
+        prefix: PrefixArg,
+        default: PairDefault<'py>,
+        side: SideArg,
+        expire_time: Flag,
+        tag: Flag,
+        retry: Flag,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let h = self.h()?;
+        match peek(py, h, prefix.0.as_deref(), side.0, retry.0)? {
+            Some(item) => shape_item(py, item, expire_time.0, tag.0),
+            None => {
+                let default = default.resolve(py)?;
+                shape_default(py, Some(&default), expire_time.0, tag.0)
+            }
+        }
     }
 }
