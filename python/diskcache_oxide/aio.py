@@ -27,6 +27,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, Generic, Literal, ParamSpec, Protocol, TypeVar, cast
 
+from ._docs import mirror_docs
 from .claims import (
     Claim,
     ClaimInfo,
@@ -153,6 +154,7 @@ class AsyncCache:
 
     @property
     def executor(self) -> Executor | None:
+        """Where the blocking calls run; None: the running loop's default executor."""
         return self._executor
 
     def __repr__(self) -> str:
@@ -459,6 +461,39 @@ class AsyncCache:
         )
 
 
+#: How the awaitable forms of Python's protocols read (``await acache.getitem(key)`` is
+#: ``cache[key]``).
+_PROTOCOLS = {
+    "__getitem__": "``cache[key]``",
+    "__setitem__": "``cache[key] = value``",
+    "__delitem__": "``del cache[key]``",
+    "__contains__": "``key in cache``",
+    "__len__": "``len(cache)``",
+}
+
+
+def _cache_lead(name: str) -> str:
+    if name == "directory":
+        return "`Cache.directory` of the cache underneath."
+    spelled = f" ({_PROTOCOLS[name]})" if name in _PROTOCOLS else ""
+    return f"Awaitable `Cache.{name}`{spelled}: runs it in the cache's executor."
+
+
+mirror_docs(
+    AsyncCache,
+    Cache,
+    lead=_cache_lead,
+    renamed={
+        "getitem": "__getitem__",
+        "setitem": "__setitem__",
+        "delitem": "__delitem__",
+        "contains": "__contains__",
+        "length": "__len__",
+        "keys": "iterkeys",
+    },
+)
+
+
 # ---- claims ---------------------------------------------------------------------------------
 
 
@@ -555,6 +590,30 @@ class AsyncClaim:
     ) -> None:
         if not await asyncio.shield(self.release()):
             _log.warning("claim on %r was lost before its release (TTL passed?)", self.key)
+
+
+def _claims_lead(name: str) -> str:
+    if name == "try_acquire":
+        return (
+            "Awaitable `Claims.try_acquire`, giving an :class:`AsyncClaim`: runs it in the "
+            "cache's executor; a caller cancelled meanwhile releases the claim it took."
+        )
+    if name in ("acquire", "hold"):
+        return (
+            f"Awaitable `Claims.{name}`, giving an :class:`AsyncClaim` (for ``async with``): "
+            "waits poll with ``asyncio.sleep``."
+        )
+    return f"Awaitable `Claims.{name}`: runs it in the cache's executor."
+
+
+def _claim_lead(name: str) -> str:
+    if name in ("key", "token"):
+        return f"The `Claim.{name}` of the claim underneath."
+    return f"Awaitable `Claim.{name}`: runs it in the cache's executor."
+
+
+mirror_docs(AsyncClaims, Claims, lead=_claims_lead)
+mirror_docs(AsyncClaim, Claim, lead=_claim_lead)
 
 
 # ---- compute-once ---------------------------------------------------------------------------
@@ -816,3 +875,16 @@ class AsyncJobQueue:
 
     async def length(self) -> int:
         return await self._run(self._jobs.__len__)
+
+
+def _jobs_lead(name: str) -> str:
+    if name in ("take", "take_many"):
+        return (
+            f"Awaitable `JobQueue.{name}`: runs it in the queue's executor; a caller "
+            "cancelled meanwhile releases the jobs it got (the attempt is not counted)."
+        )
+    spelled = " (``len(jobs)``)" if name == "__len__" else ""
+    return f"Awaitable `JobQueue.{name}`{spelled}: runs it in the queue's executor."
+
+
+mirror_docs(AsyncJobQueue, JobQueue, lead=_jobs_lead, renamed={"length": "__len__"})

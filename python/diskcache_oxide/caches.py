@@ -129,6 +129,17 @@ class Caches(Mapping[str, AnyCache]):
             return dict(self._errors)
 
     def __getitem__(self, name: str) -> AnyCache:
+        """The cache called ``name``, opened on the first call and the same object after.
+
+        A switched-off registry hands out a :class:`NullCache`; so does one whose cache
+        could not be opened (``OSError`` or :class:`~diskcache_oxide.CacheError`), after
+        logging why and keeping the error in :attr:`errors`. It is not opened again until
+        :meth:`close`.
+
+        :raises KeyError: if no cache called ``name`` is configured
+        :raises ValueError: if the opened cache has ``eviction_policy='none'`` (state
+            isn't cache)
+        """
         try:
             return self._open[name]
         except KeyError:

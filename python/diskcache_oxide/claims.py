@@ -133,6 +133,8 @@ class Claims:
 
     @property
     def namespace(self) -> str:
+        """The namespace these claims live in: claims on the same key in other namespaces
+        are separate."""
         return self._namespace
 
     def __repr__(self) -> str:
@@ -233,7 +235,12 @@ class Claim:
     it work from any process. As a context manager the claim is released on exit.
     """
 
-    __slots__ = ("_claims", "key", "token", "ttl")
+    __slots__ = {
+        "_claims": None,
+        "key": "The key claimed.",
+        "token": "The random token that identifies the owner.",
+        "ttl": "The TTL the claim was taken with, in seconds (what :meth:`extend` renews).",
+    }
 
     def __init__(self, claims: Claims, key: Any, token: str, ttl: float) -> None:
         self._claims = claims
@@ -243,6 +250,7 @@ class Claim:
 
     @property
     def claims(self) -> Claims:
+        """The :class:`Claims` it was taken from (its cache directory and namespace)."""
         return self._claims
 
     def __repr__(self) -> str:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # only for annotations: the package has no run-time dependenc
         from typing_extensions import Self
 
 from . import _core
+from ._docs import mirror_docs
 from .errors import (
     DatabaseError,
     DecodeError,
@@ -568,6 +569,29 @@ def _returning_miss(name: str, call: str, result: str, miss: Any) -> Callable[..
 
 for _name, (_call, _result, _miss) in _CONSTANT_MISSES.items():
     setattr(_DurableCache, _name, _returning_miss(_name, _call, _result, _miss))
+
+#: What each call of a durable handle does instead of raising an operational error.
+_DURABLE_MISSES: dict[str, str] = {
+    "get": "returns the default, shaped as a miss",
+    "__getitem__": "raises KeyError, as for a missing key",
+    "read": "raises KeyError, as for a missing key",
+    "pop": "returns the default, shaped as a miss",
+    "peekitem": "raises KeyError, as on an empty cache",
+    "get_many": "returns the default for every key",
+    "pull": "returns the default, as for an empty queue",
+    "peek": "returns the default, as for an empty queue",
+    **{name: f"returns {result}" for name, (_, result, _) in _CONSTANT_MISSES.items()},
+}
+
+mirror_docs(
+    _DurableCache,
+    Cache,
+    _DURABLE_MISSES,
+    lead=lambda name: (
+        f"`Cache.{name}` on a durable handle: an operational error is logged, and then the "
+        f"call {_DURABLE_MISSES[name]} (D-020)."
+    ),
+)
 
 
 _DURABLE_CLASSES: dict[type[Cache], type[_DurableCache]] = {Cache: _DurableCache}

@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any, ParamSpec, TypeVar
 
 from . import _core
+from ._docs import mirror_docs
 from .core import DEFAULT_SETTINGS, ENOVAL, Cache, Memoized, memoize_on
 from .errors import Timeout
 from .persistent import Deque, Index
@@ -601,3 +602,18 @@ class FanoutCache:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._directory!r}, shards={self._count})"
+
+
+_SPELLED = {
+    "__getitem__": "``fanout[key]``",
+    "__setitem__": "``fanout[key] = value``",
+    "__delitem__": "``del fanout[key]``",
+    "__contains__": "``key in fanout``",
+}
+
+mirror_docs(
+    FanoutCache,
+    Cache,
+    _SPELLED,
+    lead=lambda name: f"{_SPELLED[name]}: `Cache.{name}` on the shard that holds ``key``.",
+)

@@ -17,7 +17,16 @@ import warnings
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any, Literal, ParamSpec, TypeVar, cast
 
-from .core import DEFAULT_SETTINGS, ENOVAL, Memoized, args_to_key, full_name, shaped_miss
+from ._docs import mirror_docs
+from .core import (
+    DEFAULT_SETTINGS,
+    ENOVAL,
+    Cache,
+    Memoized,
+    args_to_key,
+    full_name,
+    shaped_miss,
+)
 
 __all__ = ["NullCache"]
 
@@ -61,7 +70,6 @@ class NullCache:
 
     @property
     def directory(self) -> str | None:
-        """The directory the cache was configured with, if any; nothing is stored there."""
         return self._directory
 
     @property
@@ -106,11 +114,10 @@ class NullCache:
         tag: _Tag = None,
         retry: bool = False,
     ) -> bool:
-        """Store nothing: False."""
         return False
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        """Store nothing."""
+        pass
 
     def add(
         self,
@@ -121,27 +128,17 @@ class NullCache:
         tag: _Tag = None,
         retry: bool = False,
     ) -> bool:
-        """Add nothing: False."""
         return False
 
     def touch(self, key: Any, expire: float | None = None, retry: bool = False) -> bool:
-        """No key to touch: False."""
         return False
 
     def incr(self, key: Any, delta: Any = 1, default: Any = 0, retry: bool = False) -> Any:
-        """``default + delta``, as for an absent key, kept nowhere.
-
-        :raises KeyError: if ``default`` is None
-        """
         if default is None:
             raise KeyError(key)
         return default + delta
 
     def decr(self, key: Any, delta: Any = 1, default: Any = 0, retry: bool = False) -> Any:
-        """``default - delta``, as for an absent key, kept nowhere.
-
-        :raises KeyError: if ``default`` is None
-        """
         return self.incr(key, -delta, default, retry)
 
     def get(
@@ -153,7 +150,6 @@ class NullCache:
         tag: bool = False,
         retry: bool = False,
     ) -> Any:
-        """``default`` (in a tuple with ``expire_time``/``tag``, as :meth:`Cache.get`)."""
         return shaped_miss(default, expire_time, tag)
 
     def __getitem__(self, key: Any) -> Any:
@@ -173,14 +169,12 @@ class NullCache:
         tag: bool = False,
         retry: bool = False,
     ) -> Any:
-        """``default`` (in a tuple with ``expire_time``/``tag``, as :meth:`Cache.pop`)."""
         return shaped_miss(default, expire_time, tag)
 
     def __delitem__(self, key: Any) -> None:
         raise KeyError(key)
 
     def delete(self, key: Any, retry: bool = False) -> bool:
-        """Nothing to delete: False."""
         return False
 
     def peekitem(
@@ -190,7 +184,6 @@ class NullCache:
         tag: bool = False,
         retry: bool = False,
     ) -> Any:
-        """:raises KeyError: always, as :meth:`Cache.peekitem` on an empty cache"""
         raise KeyError("dictionary is empty")
 
     # ------------------------------------------------------------------ batches
@@ -205,7 +198,7 @@ class NullCache:
         tag: _Tag = None,
         retry: bool = False,
     ) -> None:
-        """Store nothing."""
+        pass
 
     def delete_many(self, keys: Iterable[Any], retry: bool = False) -> int:
         return 0
@@ -234,7 +227,6 @@ class NullCache:
         return 0
 
     def reset(self, key: str, value: Any = ENOVAL, update: bool = True) -> Any:
-        """Read a setting (the counters are 0), or remember a new value."""
         if not isinstance(key, str):
             kind = type(key).__name__
             raise TypeError(f"reset(key=...) takes a setting's name as a str, not {kind}")
@@ -257,7 +249,6 @@ class NullCache:
 
     @contextlib.contextmanager
     def transact(self, retry: bool = False) -> Iterator[None]:
-        """Nothing to lock: the block just runs."""
         yield
 
     def memoize(
@@ -268,8 +259,6 @@ class NullCache:
         tag: _Tag = None,
         ignore: Collection[int | str] = (),
     ) -> Callable[[Callable[P, R]], Memoized[P, R]]:
-        """Decorator that calls the function every time (nothing is cached), with
-        :meth:`Cache.memoize`'s ``__cache_key__``."""
         if callable(name):
             raise TypeError("name cannot be callable")
 
@@ -312,7 +301,6 @@ class NullCache:
         tag: _Tag = None,
         retry: bool = False,
     ) -> Any:
-        """Store nothing: None (the item is dropped)."""
         return None
 
     def push_many(
@@ -324,7 +312,6 @@ class NullCache:
         tag: _Tag = None,
         retry: bool = False,
     ) -> list[Any]:
-        """Store nothing: one None per value (every item is dropped)."""
         return [None for _ in values]
 
     def pull(
@@ -337,8 +324,6 @@ class NullCache:
         retry: bool = False,
         timeout: float | None = None,
     ) -> Any:
-        """The queue is always empty: ``default``, after waiting ``timeout`` seconds for an
-        item that never comes (so a worker loop does not spin)."""
         _wait(timeout)
         return shaped_miss(default, expire_time, tag)
 
@@ -352,7 +337,6 @@ class NullCache:
         retry: bool = False,
         timeout: float | None = None,
     ) -> list[Any]:
-        """The queue is always empty: ``[]``, after waiting ``timeout`` seconds."""
         _wait(timeout)
         return []
 
@@ -377,3 +361,72 @@ class NullCache:
 
     def __exit__(self, *exception: object) -> None:
         self.close()
+
+
+#: What each call of a NullCache does instead of what `Cache`'s does: the one place its
+#: behaviour is described; the rest of each docstring is the `Cache` method's.
+_MISSES: dict[str, str] = {
+    # the handle
+    "directory": "the directory it was made with, if any (nothing is created there)",
+    "timeout": "the ``timeout`` it was made with",
+    "pickle": "the ``pickle`` setting it was made with (default False)",
+    "on_decode_error": "the ``on_decode_error`` setting it was made with (default ``'raise'``)",
+    "read_only": "the ``read_only`` setting it was made with (default False)",
+    "durable": "the ``durable`` setting it was made with (default False)",
+    # single keys
+    "set": "returns False",
+    "__setitem__": "the value is dropped",
+    "add": "returns False",
+    "touch": "returns False (there is no key to touch)",
+    "incr": "returns ``default + delta``, as for an absent key, and keeps nothing "
+    "(KeyError if ``default`` is None)",
+    "decr": "returns ``default - delta``, as for an absent key, and keeps nothing "
+    "(KeyError if ``default`` is None)",
+    "get": "returns ``default`` (with ``expire_time``/``tag``, in a tuple with None for each)",
+    "__getitem__": "raises KeyError",
+    "read": "raises KeyError",
+    "__contains__": "returns False",
+    "pop": "returns ``default`` (with ``expire_time``/``tag``, in a tuple with None for each)",
+    "__delitem__": "raises KeyError",
+    "delete": "returns False",
+    "peekitem": "raises KeyError, as on an empty cache",
+    # batches
+    "get_many": "returns ``default`` for every key",
+    "set_many": "returns None, and no pair is kept",
+    "delete_many": "returns 0",
+    # the whole cache
+    "expire": "returns 0",
+    "evict": "returns 0",
+    "clear": "returns 0",
+    "cull": "returns 0",
+    "check": "returns ``[]`` (no problems)",
+    "stats": "returns ``(0, 0)``",
+    "volume": "returns 0",
+    "reset": "reads the setting (the counters read 0) or remembers the new value "
+    "(ValueError for an unknown setting, or for setting a counter)",
+    "create_tag_index": "does nothing",
+    "drop_tag_index": "does nothing",
+    "transact": "the block just runs, with nothing to lock",
+    "memoize": "the decorated function runs on every call (its ``__cache_key__`` gives the "
+    "keys `Cache.memoize` would use)",
+    "__len__": "returns 0",
+    "__iter__": "yields nothing",
+    "__reversed__": "yields nothing",
+    "iterkeys": "yields nothing",
+    # the queue, always empty
+    "push": "returns None, and the item is dropped",
+    "push_many": "returns one None per value, and every item is dropped",
+    "pull": "returns ``default`` (shaped by ``expire_time``/``tag``) after waiting "
+    "``timeout`` seconds for an item that never comes, so a worker loop does not spin",
+    "pull_many": "returns ``[]`` after waiting ``timeout`` seconds",
+    "peek": "returns ``default`` (shaped by ``expire_time``/``tag``)",
+    # lifetime
+    "close": "does nothing",
+}
+
+mirror_docs(
+    NullCache,
+    Cache,
+    _MISSES,
+    lead=lambda name: f"Like `Cache.{name}`, but nothing is stored: {_MISSES[name]}.",
+)

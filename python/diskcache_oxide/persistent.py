@@ -442,12 +442,21 @@ class Index(MutableMapping[Any, Any]):
     # ------------------------------------------------------------------ mapping
 
     def __getitem__(self, key: Any) -> Any:
+        """The value stored under ``key``.
+
+        :raises KeyError: if ``key`` is absent
+        """
         return self._cache[key]
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        """Store ``value`` under ``key``; a key already there keeps its place in the order."""
         self._cache[key] = value
 
     def __delitem__(self, key: Any) -> None:
+        """Remove ``key`` and its value.
+
+        :raises KeyError: if ``key`` is absent
+        """
         del self._cache[key]
 
     def __contains__(self, key: object) -> bool:
