@@ -11,15 +11,15 @@ use crate::core::{run, Handle};
 use crate::errors::Exc;
 use crate::queue::wait_loop;
 use crate::queue::{CountArg, WaitArg};
-use diskcache_oxide_engine::{JobInfo, JobOptions, JobState, StoredValue, ValueRef};
+use diskcache_oxide_engine::{JobInfo, JobOptions, JobState, JobValueError, StoredValue, ValueRef};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 use std::time::Duration;
 
 /// A job's value after the GIL-free part of reading, or why it could not be read.
-type Raw = Result<Fetched, String>;
+type Raw = Result<Fetched, JobValueError>;
 
-fn raw(value: Result<StoredValue, String>) -> Raw {
+fn raw(value: Result<StoredValue, JobValueError>) -> Raw {
     value.map(Fetched::from)
 }
 
@@ -28,11 +28,8 @@ fn raw(value: Result<StoredValue, String>) -> Raw {
 fn value_to_py(py: Python<'_>, value: Raw, pickle: bool) -> (Py<PyAny>, Py<PyAny>) {
     let built = match value {
         Ok(fetched) => fetched_to_py(py, fetched, pickle),
-        // The engine reports load failures as text; damage reads "corrupt value: ...".
-        Err(message) if message.starts_with("corrupt value") => {
-            Err(Exc::CorruptValue.err(py, message))
-        }
-        Err(message) => Err(Exc::CacheError.err(py, message)),
+        Err(e @ JobValueError::Corrupt(_)) => Err(Exc::CorruptValue.err(py, e.to_string())),
+        Err(e @ JobValueError::Unreadable(_)) => Err(Exc::CacheError.err(py, e.to_string())),
     };
     match built {
         Ok(v) => (v.unbind(), py.None()),
@@ -179,7 +176,10 @@ fn info_to_py<'py>(
 
 fn split(info: JobInfo) -> (JobInfo, Raw) {
     let mut info = info;
-    let value = std::mem::replace(&mut info.value, Err(String::new()));
+    let value = std::mem::replace(
+        &mut info.value,
+        Err(JobValueError::Unreadable(String::new())),
+    );
     (info, raw(value))
 }
 

@@ -61,8 +61,29 @@ pub struct Job {
     /// Why the previous attempt failed, if it did.
     pub error: Option<String>,
     /// The value, or why it could not be read (the job stays leased; fail or release it).
-    pub value: Result<StoredValue, String>,
+    pub value: Result<StoredValue, JobValueError>,
 }
+
+/// Why a job's value could not be loaded. The job itself is intact: it can still be failed,
+/// released, buried or deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobValueError {
+    /// Its stored bytes or value file are damaged or missing: no build could read them.
+    Corrupt(String),
+    /// Its value file could not be read for another reason (I/O, permissions).
+    Unreadable(String),
+}
+
+impl std::fmt::Display for JobValueError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JobValueError::Corrupt(m) => write!(f, "corrupt value: {m}"),
+            JobValueError::Unreadable(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl std::error::Error for JobValueError {}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JobState {
@@ -84,7 +105,7 @@ pub struct JobInfo {
     pub created: f64,
     pub error: Option<String>,
     pub unique: Option<String>,
-    pub value: Result<StoredValue, String>,
+    pub value: Result<StoredValue, JobValueError>,
 }
 
 /// Jobs of one queue by state.
@@ -408,7 +429,7 @@ impl Cache {
         })
     }
 
-    fn job_value(&self, r: &JobRow) -> Result<StoredValue, String> {
+    fn job_value(&self, r: &JobRow) -> Result<StoredValue, JobValueError> {
         let mut row = crate::cache::Row {
             rowid: r.id,
             expire_time: None,
@@ -427,11 +448,12 @@ impl Cache {
         };
         match self.load(&mut row, false) {
             Ok(Found::Yes(v)) => Ok(v),
-            Ok(Found::Missing) => Err(format!(
-                "corrupt value: the value file of job {} is missing",
+            Ok(Found::Missing) => Err(JobValueError::Corrupt(format!(
+                "the value file of job {} is missing",
                 r.id
-            )),
-            Err(e) => Err(e.to_string()),
+            ))),
+            Err(Error::Corrupt(m)) => Err(JobValueError::Corrupt(m)),
+            Err(e) => Err(JobValueError::Unreadable(e.to_string())),
         }
     }
 

@@ -1,7 +1,7 @@
-//! Leased jobs: leases, fencing by attempt, retries, the dead-letter list, uniqueness, priorities.
+//! Leased jobs: leases, fencing by lease number, retries, the dead-letter list, uniqueness, priorities.
 
 use diskcache_oxide_engine::{
-    Cache, JobOptions, JobState, OpenOptions, Put, StoredValue, ValueRef,
+    Cache, JobOptions, JobState, JobValueError, OpenOptions, Put, StoredValue, ValueRef,
 };
 use std::time::Duration;
 
@@ -292,4 +292,39 @@ fn a_released_or_requeued_job_gets_a_new_lease_so_stale_holders_are_fenced_off()
     assert_eq!(third.attempts, 1);
     assert!(!cache.job_finish(second.id, second.lease).unwrap());
     assert!(cache.job_finish(third.id, third.lease).unwrap());
+}
+
+#[test]
+fn a_job_whose_value_file_is_gone_is_taken_with_a_typed_corrupt_error() {
+    let (dir, cache) = open();
+    let big = vec![7u8; 100_000]; // over disk_min_file_size: kept in a value file
+    let id = cache
+        .job_put("q", ValueRef::Bytes(&big), &JobOptions::default())
+        .unwrap()
+        .id();
+    for entry in walk(&dir.path().join("values")) {
+        std::fs::remove_file(entry).unwrap();
+    }
+    let jobs = cache.job_take(&["q"], 30.0, 1).unwrap();
+    assert_eq!(jobs[0].id, id);
+    match &jobs[0].value {
+        Err(JobValueError::Corrupt(m)) => assert!(m.contains("missing"), "{m}"),
+        other => panic!("expected a corrupt-value error, got {other:?}"),
+    }
+    // The job itself is intact: it can still be buried.
+    assert!(cache.job_bury(id, jobs[0].lease, "unreadable").unwrap());
+    assert_eq!(cache.job_info(id).unwrap().unwrap().state, JobState::Dead);
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
 }
