@@ -10,6 +10,7 @@ README's quickstart and work-queue blocks run and print what the README says.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import re
 import sys
@@ -43,6 +44,11 @@ def main() -> None:
     for needed in ("py.typed", "_core.pyi"):
         if not (package / needed).is_file():
             sys.exit(f"the wheel lacks {needed}")
+    # Every module of the package imports from the wheel (subpackages included).
+    import pkgutil
+
+    for module in pkgutil.walk_packages(diskcache_oxide.__path__, "diskcache_oxide."):
+        importlib.import_module(module.name)
 
     with tempfile.TemporaryDirectory() as tmp:
         quick = block(readme, "Quickstart").replace('"/tmp/my-cache"', repr(f"{tmp}/my-cache"))

@@ -1,0 +1,71 @@
+"""What the asyncio faces share: running a blocking engine call in a worker thread, and
+giving back what a cancelled call took."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import logging
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import Any, Literal, ParamSpec, TypeVar
+
+T = TypeVar("T")
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_log = logging.getLogger("diskcache_oxide")
+_Tag = str | int | float | bytes | None
+_Side = Literal["front", "back"]
+
+
+async def _in_thread(
+    executor: Executor | None, fn: Callable[..., T], /, *args: Any, **kw: Any
+) -> T:
+    loop = asyncio.get_running_loop()
+    ctx = contextvars.copy_context()
+    call = functools.partial(ctx.run, fn, *args, **kw)
+    return await loop.run_in_executor(executor, call)
+
+
+def _quietly(what: str, fn: Callable[..., object], *args: Any) -> None:
+    try:
+        fn(*args)
+    except Exception:
+        _log.exception("could not %s after a cancelled call", what)
+
+
+async def _taking(
+    executor: Executor | None,
+    fn: Callable[[], T],
+    give_back: Callable[[T], object],
+) -> T:
+    """Run ``fn`` in a thread; if the caller is cancelled, hand what ``fn`` took to
+    ``give_back`` (in a thread) once it finishes, instead of dropping it."""
+    loop = asyncio.get_running_loop()
+    ctx = contextvars.copy_context()
+    inner = loop.run_in_executor(executor, functools.partial(ctx.run, fn))
+    try:
+        return await asyncio.shield(inner)
+    except asyncio.CancelledError:
+
+        def orphaned(done: asyncio.Future[T]) -> None:
+            if done.cancelled() or done.exception() is not None:
+                return
+            loop.run_in_executor(executor, _quietly, "give back", give_back, done.result())
+
+        inner.add_done_callback(orphaned)
+        raise
+
+
+def _reshape(item: Any, expire_time: bool, tag: bool) -> Any:
+    """A ``(pair, expire_time, tag)`` item shaped as a pull with these flags returns it."""
+    pair, expires, item_tag = item
+    if expire_time and tag:
+        return (pair, expires, item_tag)
+    if expire_time:
+        return (pair, expires)
+    if tag:
+        return (pair, item_tag)
+    return pair

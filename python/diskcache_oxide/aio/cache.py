@@ -1,0 +1,405 @@
+"""`AsyncCache`: the cache's calls as awaitables (D-024)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from .._docs import mirror_docs
+from ..core import ENOVAL, Cache
+from ._run import R, T, _in_thread, _quietly, _reshape, _Side, _Tag, _taking
+
+if TYPE_CHECKING:
+    from .claims import AsyncClaims
+
+
+class AsyncCache:
+    """The whole :class:`~diskcache_oxide.Cache` API as coroutines.
+
+    :param cache: a :class:`Cache`, or a directory to open one in (``None``: a temporary
+        directory); ``settings`` are passed to ``Cache`` then
+    :param executor: where the blocking calls run (default: the running loop's default
+        executor). Blocking waits (``pull(timeout=...)``) hold a thread for their duration,
+        so give many concurrent waiters an executor of their own
+
+    Method names and arguments are the cache's. Python's protocols that cannot be awaited
+    are methods here: ``contains(key)``, ``length()``, ``getitem(key)``, ``setitem``,
+    ``delitem``, ``keys()``. ``transact()`` is an ``async with`` block whose calls all run
+    on one thread that holds the transaction.
+    """
+
+    def __init__(
+        self,
+        cache: Cache | str | os.PathLike[str] | None = None,
+        *,
+        executor: Executor | None = None,
+        **settings: Any,
+    ) -> None:
+        if isinstance(cache, Cache):
+            if settings:
+                raise TypeError("settings are only accepted with a directory, not a Cache")
+            self._cache = cache
+        else:
+            self._cache = Cache(cache, **settings)
+        self._executor = executor
+        self._in_transaction = False
+
+    @property
+    def cache(self) -> Cache:
+        """The synchronous cache underneath."""
+        return self._cache
+
+    @property
+    def directory(self) -> str:
+        return self._cache.directory
+
+    @property
+    def executor(self) -> Executor | None:
+        """Where the blocking calls run; None: the running loop's default executor."""
+        return self._executor
+
+    def __repr__(self) -> str:
+        return f"AsyncCache({self._cache.directory!r})"
+
+    async def _run(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        return await _in_thread(self._executor, fn, *args, **kwargs)
+
+    async def __aenter__(self) -> AsyncCache:
+        return self
+
+    async def __aexit__(self, *exception: object) -> None:
+        await self.close()
+
+    # ---- writes ---------------------------------------------------------------------------
+
+    async def set(
+        self,
+        key: Any,
+        value: Any,
+        expire: float | None = None,
+        read: bool = False,
+        tag: _Tag = None,
+        retry: bool = False,
+    ) -> bool:
+        return await self._run(self._cache.set, key, value, expire, read, tag, retry)
+
+    async def setitem(self, key: Any, value: Any) -> None:
+        await self._run(self._cache.__setitem__, key, value)
+
+    async def add(
+        self,
+        key: Any,
+        value: Any,
+        expire: float | None = None,
+        read: bool = False,
+        tag: _Tag = None,
+        retry: bool = False,
+    ) -> bool:
+        return await self._run(self._cache.add, key, value, expire, read, tag, retry)
+
+    async def touch(self, key: Any, expire: float | None = None, retry: bool = False) -> bool:
+        return await self._run(self._cache.touch, key, expire, retry)
+
+    async def incr(self, key: Any, delta: Any = 1, default: Any = 0, retry: bool = False) -> Any:
+        return await self._run(self._cache.incr, key, delta, default, retry)
+
+    async def decr(self, key: Any, delta: Any = 1, default: Any = 0, retry: bool = False) -> Any:
+        return await self._run(self._cache.decr, key, delta, default, retry)
+
+    async def set_many(
+        self,
+        mapping: Mapping[Any, Any] | Iterable[tuple[Any, Any]],
+        expire: float | None = None,
+        tag: _Tag = None,
+        retry: bool = False,
+    ) -> None:
+        await self._run(self._cache.set_many, mapping, expire, tag, retry)
+
+    # ---- reads ----------------------------------------------------------------------------
+
+    async def get(
+        self,
+        key: Any,
+        default: Any = None,
+        read: bool = False,
+        expire_time: bool = False,
+        tag: bool = False,
+        retry: bool = False,
+    ) -> Any:
+        return await self._run(self._cache.get, key, default, read, expire_time, tag, retry)
+
+    async def getitem(self, key: Any) -> Any:
+        return await self._run(self._cache.__getitem__, key)
+
+    async def read(self, key: Any, retry: bool = False) -> Any:
+        return await self._run(self._cache.read, key, retry)
+
+    async def contains(self, key: Any) -> bool:
+        return await self._run(self._cache.__contains__, key)
+
+    async def get_many(self, keys: Iterable[Any], default: Any = None, retry: bool = False) -> Any:
+        return await self._run(self._cache.get_many, list(keys), default, retry)
+
+    async def peekitem(
+        self, last: bool = True, expire_time: bool = False, tag: bool = False, retry: bool = False
+    ) -> Any:
+        return await self._run(self._cache.peekitem, last, expire_time, tag, retry)
+
+    async def length(self) -> int:
+        return await self._run(self._cache.__len__)
+
+    async def keys(self, reverse: bool = False, prefix: str | None = None) -> list[Any]:
+        """Every key (or those under a queue ``prefix``), in order, as a list."""
+        return await self._run(lambda: list(self._cache.iterkeys(reverse=reverse, prefix=prefix)))
+
+    async def volume(self) -> int:
+        return await self._run(self._cache.volume)
+
+    async def stats(self, enable: bool = True, reset: bool = False) -> tuple[int, int]:
+        return await self._run(self._cache.stats, enable, reset)
+
+    # ---- removal --------------------------------------------------------------------------
+
+    async def pop(
+        self,
+        key: Any,
+        default: Any = None,
+        expire_time: bool = False,
+        tag: bool = False,
+        retry: bool = False,
+    ) -> Any:
+        return await self._run(self._cache.pop, key, default, expire_time, tag, retry)
+
+    async def delete(self, key: Any, retry: bool = False) -> bool:
+        return await self._run(self._cache.delete, key, retry)
+
+    async def delitem(self, key: Any) -> None:
+        await self._run(self._cache.__delitem__, key)
+
+    async def delete_many(self, keys: Iterable[Any], retry: bool = False) -> int:
+        return await self._run(self._cache.delete_many, list(keys), retry)
+
+    async def expire(self, now: float | None = None, retry: bool = False) -> int:
+        return await self._run(self._cache.expire, now, retry)
+
+    async def evict(self, tag: _Tag, retry: bool = False) -> int:
+        return await self._run(self._cache.evict, tag, retry)
+
+    async def clear(self, retry: bool = False) -> int:
+        return await self._run(self._cache.clear, retry)
+
+    async def cull(self, retry: bool = False) -> int:
+        return await self._run(self._cache.cull, retry)
+
+    # ---- settings and maintenance ---------------------------------------------------------
+
+    async def check(self, fix: bool = False, retry: bool = False) -> list[warnings.WarningMessage]:
+        return await self._run(self._cache.check, fix, retry)
+
+    async def reset(self, key: str, value: Any = ENOVAL, update: bool = True) -> Any:
+        return await self._run(self._cache.reset, key, value, update)
+
+    async def create_tag_index(self) -> None:
+        await self._run(self._cache.create_tag_index)
+
+    async def drop_tag_index(self) -> None:
+        await self._run(self._cache.drop_tag_index)
+
+    async def close(self) -> None:
+        await self._run(self._cache.close)
+
+    # ---- transactions ---------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def transact(self, retry: bool = False) -> AsyncIterator[AsyncCache]:
+        """``async with acache.transact() as tx:`` -- the calls made through ``tx`` form one
+        transaction, committed at the end of the block and rolled back by an exception.
+
+        A transaction belongs to a thread, so ``tx`` runs every call on one thread of its
+        own. Calls made through another handle inside the block wait for the transaction
+        like any other writer; keep the block short, since it holds the write lock across
+        its awaits.
+        """
+        if self._in_transaction:
+            yield self  # nested: join the outer transaction
+            return
+        loop = asyncio.get_running_loop()
+        pool = ThreadPoolExecutor(1, thread_name_prefix="diskcache-oxide-transact")
+        begin = loop.run_in_executor(pool, self._cache._begin, retry)
+        try:
+            await asyncio.shield(begin)
+        except BaseException:
+            # Runs after begin on the same thread: rolls back if begin got through.
+            pool.submit(_quietly, "roll back", self._cache._end, False)
+            pool.shutdown(wait=False)
+            raise
+        tx = AsyncCache(self._cache, executor=pool)
+        tx._in_transaction = True
+        commit = False
+        try:
+            yield tx
+            commit = True
+        finally:
+            end = pool.submit(self._cache._end, commit)
+            pool.shutdown(wait=False)
+            await asyncio.shield(asyncio.wrap_future(end))
+
+    # ---- queue ----------------------------------------------------------------------------
+
+    async def push(
+        self,
+        value: Any,
+        prefix: str | None = None,
+        side: _Side = "back",
+        expire: float | None = None,
+        read: bool = False,
+        tag: _Tag = None,
+        retry: bool = False,
+    ) -> Any:
+        return await self._run(self._cache.push, value, prefix, side, expire, read, tag, retry)
+
+    async def push_many(
+        self,
+        values: Iterable[Any],
+        prefix: str | None = None,
+        side: _Side = "back",
+        expire: float | None = None,
+        tag: _Tag = None,
+        retry: bool = False,
+    ) -> list[Any]:
+        return await self._run(
+            self._cache.push_many, list(values), prefix, side, expire, tag, retry
+        )
+
+    def _give_back(self, items: list[Any], prefix: str | None, side: _Side) -> None:
+        # Items come as ((key, value), expire_time, tag); put them back at the end they
+        # were taken from, nearest last, so their order is kept (their keys change).
+        now = time.time()
+        for (_key, value), expires, tag in reversed(items):
+            if expires is not None and expires <= now:
+                continue
+            remaining = None if expires is None else expires - now
+            self._cache.push(value, prefix, side, remaining, False, tag, True)
+
+    async def pull(
+        self,
+        prefix: str | None = None,
+        default: Any = (None, None),
+        side: _Side = "front",
+        expire_time: bool = False,
+        tag: bool = False,
+        retry: bool = False,
+        timeout: float | None = None,
+    ) -> Any:
+        """``Cache.pull``; waiting with ``timeout`` holds a thread, not the loop. If the
+        caller is cancelled, an item pulled after all is pushed back at the same end."""
+        missing = object()
+
+        def pull() -> Any:
+            return self._cache.pull(prefix, missing, side, True, True, retry, timeout)
+
+        def give_back(item: Any) -> None:
+            if item[0] is not missing:
+                self._give_back([item], prefix, side)
+
+        item = await _taking(self._executor, pull, give_back)
+        if item[0] is missing:
+            return _reshape((default, None, None), expire_time, tag)
+        return _reshape(item, expire_time, tag)
+
+    async def pull_many(
+        self,
+        n: int,
+        prefix: str | None = None,
+        side: _Side = "front",
+        expire_time: bool = False,
+        tag: bool = False,
+        retry: bool = False,
+        timeout: float | None = None,
+    ) -> list[Any]:
+        """``Cache.pull_many``; a cancelled caller's items are pushed back."""
+
+        def pull() -> list[Any]:
+            return self._cache.pull_many(n, prefix, side, True, True, retry, timeout)
+
+        def give_back(items: list[Any]) -> None:
+            self._give_back(items, prefix, side)
+
+        items = await _taking(self._executor, pull, give_back)
+        return [_reshape(item, expire_time, tag) for item in items]
+
+    async def peek(
+        self,
+        prefix: str | None = None,
+        default: Any = (None, None),
+        side: _Side = "front",
+        expire_time: bool = False,
+        tag: bool = False,
+        retry: bool = False,
+    ) -> Any:
+        return await self._run(self._cache.peek, prefix, default, side, expire_time, tag, retry)
+
+    # ---- claims and compute-once ----------------------------------------------------------
+
+    def claims(self, namespace: str = "default") -> AsyncClaims:
+        """Claims on this cache's keys (see :class:`AsyncClaims`)."""
+        from .claims import AsyncClaims  # claims.py builds on this module
+
+        return AsyncClaims(self, namespace)
+
+    async def get_or_compute(
+        self,
+        key: Any,
+        fn: Callable[[], Awaitable[R]],
+        *,
+        ttl: float = 60.0,
+        wait: float | None = None,
+        expire: float | None = None,
+        tag: _Tag = None,
+        namespace: str = "default",
+    ) -> R:
+        """:func:`aget_or_compute` on this cache."""
+        from .turns import aget_or_compute  # turns.py builds on this module
+
+        return await aget_or_compute(
+            self, key, fn, ttl=ttl, wait=wait, expire=expire, tag=tag, namespace=namespace
+        )
+
+
+#: How the awaitable forms of Python's protocols read (``await acache.getitem(key)`` is
+#: ``cache[key]``).
+_PROTOCOLS = {
+    "__getitem__": "``cache[key]``",
+    "__setitem__": "``cache[key] = value``",
+    "__delitem__": "``del cache[key]``",
+    "__contains__": "``key in cache``",
+    "__len__": "``len(cache)``",
+}
+
+
+def _cache_lead(name: str) -> str:
+    if name == "directory":
+        return "`Cache.directory` of the cache underneath."
+    spelled = f" ({_PROTOCOLS[name]})" if name in _PROTOCOLS else ""
+    return f"Awaitable `Cache.{name}`{spelled}: runs it in the cache's executor."
+
+
+mirror_docs(
+    AsyncCache,
+    Cache,
+    lead=_cache_lead,
+    renamed={
+        "getitem": "__getitem__",
+        "setitem": "__setitem__",
+        "delitem": "__delitem__",
+        "contains": "__contains__",
+        "length": "__len__",
+        "keys": "iterkeys",
+    },
+)

@@ -1,0 +1,143 @@
+"""`AsyncClaims` and `AsyncClaim`: claims with a TTL from asyncio (D-023, D-024)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from types import TracebackType
+from typing import Any
+
+from .._docs import mirror_docs
+from ..claims import (
+    Claim,
+    ClaimInfo,
+    Claims,
+    ClaimTimeout,
+    _ttl,
+    _wait,
+    backoff,
+)
+from ..core import Cache
+from ._run import _log, _taking
+from .cache import AsyncCache
+
+# ---- claims ---------------------------------------------------------------------------------
+
+
+class AsyncClaims:
+    """:class:`~diskcache_oxide.claims.Claims` as coroutines; waits poll with
+    ``asyncio.sleep``. A caller cancelled while its claim was being taken releases it."""
+
+    def __init__(self, cache: Cache | AsyncCache, namespace: str = "default") -> None:
+        acache = cache if isinstance(cache, AsyncCache) else AsyncCache(cache)
+        self._acache = acache
+        self._claims = Claims(acache.cache, namespace)
+
+    @property
+    def claims(self) -> Claims:
+        """The synchronous claims underneath."""
+        return self._claims
+
+    async def try_acquire(self, key: Any, ttl: float) -> AsyncClaim | None:
+        seconds = _ttl(ttl)
+
+        def give_back(claim: Claim | None) -> None:
+            if claim is not None:
+                claim.release()
+
+        claim = await _taking(
+            self._acache.executor, lambda: self._claims.try_acquire(key, seconds), give_back
+        )
+        return None if claim is None else AsyncClaim(self, claim)
+
+    async def acquire(self, key: Any, ttl: float, *, wait: float = 0.0) -> AsyncClaim | None:
+        deadline = time.monotonic() + _wait(wait)
+        pauses = backoff()
+        while True:
+            claim = await self.try_acquire(key, ttl)
+            if claim is not None:
+                return claim
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            await asyncio.sleep(min(next(pauses), remaining))
+
+    async def hold(self, key: Any, ttl: float, *, wait: float = 0.0) -> AsyncClaim:
+        claim = await self.acquire(key, ttl, wait=wait)
+        if claim is None:
+            raise ClaimTimeout(f"the claim on {key!r} is held by another owner (waited {wait} s)")
+        return claim
+
+    async def holder(self, key: Any) -> ClaimInfo | None:
+        return await self._acache._run(self._claims.holder, key)
+
+    async def release(self, key: Any, token: str) -> bool:
+        return await self._acache._run(self._claims.release, key, token)
+
+    async def extend(self, key: Any, token: str, ttl: float) -> bool:
+        return await self._acache._run(self._claims.extend, key, token, ttl)
+
+
+class AsyncClaim:
+    """A claim held through :class:`AsyncClaims`; ``async with`` releases it at the end."""
+
+    def __init__(self, claims: AsyncClaims, claim: Claim) -> None:
+        self._claims = claims
+        self.claim = claim
+
+    @property
+    def key(self) -> Any:
+        return self.claim.key
+
+    @property
+    def token(self) -> str:
+        return self.claim.token
+
+    def __repr__(self) -> str:
+        return f"Async{self.claim!r}"
+
+    async def release(self) -> bool:
+        return await self._claims.release(self.claim.key, self.claim.token)
+
+    async def extend(self, ttl: float | None = None) -> bool:
+        seconds = self.claim.ttl if ttl is None else ttl
+        return await self._claims.extend(self.claim.key, self.claim.token, seconds)
+
+    async def held(self) -> bool:
+        return await self._claims._acache._run(self.claim.held)
+
+    async def __aenter__(self) -> AsyncClaim:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if not await asyncio.shield(self.release()):
+            _log.warning("claim on %r was lost before its release (TTL passed?)", self.key)
+
+
+def _claims_lead(name: str) -> str:
+    if name == "try_acquire":
+        return (
+            "Awaitable `Claims.try_acquire`, giving an :class:`AsyncClaim`: runs it in the "
+            "cache's executor; a caller cancelled meanwhile releases the claim it took."
+        )
+    if name in ("acquire", "hold"):
+        return (
+            f"Awaitable `Claims.{name}`, giving an :class:`AsyncClaim` (for ``async with``): "
+            "waits poll with ``asyncio.sleep``."
+        )
+    return f"Awaitable `Claims.{name}`: runs it in the cache's executor."
+
+
+def _claim_lead(name: str) -> str:
+    if name in ("key", "token"):
+        return f"The `Claim.{name}` of the claim underneath."
+    return f"Awaitable `Claim.{name}`: runs it in the cache's executor."
+
+
+mirror_docs(AsyncClaims, Claims, lead=_claims_lead)
+mirror_docs(AsyncClaim, Claim, lead=_claim_lead)
