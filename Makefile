@@ -7,7 +7,7 @@ export PYO3_PYTHON := $(abspath $(BIN)/python)
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: demo test check bench build lint rust-test py-test portable-test upstream-test wheel-check soak clean
+.PHONY: demo test check bench build lint api rust-test py-test portable-test upstream-test wheel-check soak clean
 
 demo: build
 	$(BIN)/python examples/queue_demo.py
@@ -30,6 +30,12 @@ lint: build
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/python -m mypy.stubtest diskcache_oxide._core
+	$(BIN)/python -c "from diskcache_oxide._api import write_faces_stub as w; raise SystemExit(w(check=True))"
+
+# The faces' generated types (python/diskcache_oxide/_faces.pyi), from the API table and Cache's
+# stubs: run after changing a call's parameters (see python/diskcache_oxide/_api.py).
+api: build
+	$(BIN)/python -c "from diskcache_oxide._api import write_faces_stub as w; raise SystemExit(w())"
 
 rust-test: $(DEPS)
 	cargo test -p diskcache-oxide-engine --quiet

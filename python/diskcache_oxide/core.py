@@ -9,7 +9,6 @@ naturally Python lives here: construction, ``transact()``, ``memoize()``, ``chec
 from __future__ import annotations
 
 import contextlib
-import copy
 import functools
 import logging
 import os
@@ -28,6 +27,7 @@ if TYPE_CHECKING:  # only for annotations: the package has no run-time dependenc
         from typing_extensions import Self
 
 from . import _core
+from ._api import CALLS, durable_face, leads
 from ._docs import mirror_docs
 from .errors import (
     DatabaseError,
@@ -402,26 +402,16 @@ _OPERATIONAL: tuple[type[BaseException], ...] = (
 )
 
 
-def shaped_miss(default: Any, expire_time: Any, tag: Any) -> Any:
-    """``default`` shaped as a miss of a call with these ``expire_time``/``tag`` flags, as
-    :meth:`Cache.get` shapes it (also what :class:`NullCache` returns)."""
-    if expire_time and tag:
-        return (default, None, None)
-    if expire_time or tag:
-        return (default, None)
-    return default
-
-
 class _DurableCache(Cache):
-    """A :class:`Cache` opened with ``durable=True``: each call listed here, and each in
-    ``_CONSTANT_MISSES`` below, logs an operational error and returns its miss value instead
-    of raising it (D-020)."""
+    """A :class:`Cache` opened with ``durable=True``: each call with a ``durable`` miss in
+    the API table (``_api.CALLS``) logs an operational error and returns that miss instead of
+    raising it (D-020)."""
 
     _durable_base: type[Cache] = Cache
 
     def _failed(self, call: str, error: BaseException, result: str) -> None:
         _logger.warning(
-            "durable cache %s: %s failed and returns %s: %s: %s",
+            "durable cache %s: %s failed, so the call %s: %s: %s",
             self.directory,
             call,
             result,
@@ -429,167 +419,19 @@ class _DurableCache(Cache):
             error,
         )
 
-    # ---- reads: the default (shaped as a miss), KeyError where a miss raises it ----------
 
-    def get(
-        self,
-        key: Any,
-        default: Any = None,
-        read: bool = False,
-        expire_time: bool = False,
-        tag: bool = False,
-        retry: bool = False,
-    ) -> Any:
-        try:
-            return super().get(key, default, read, expire_time, tag, retry)
-        except _OPERATIONAL as error:
-            self._failed("get", error, "the default")
-            return shaped_miss(default, expire_time, tag)
-
-    def __getitem__(self, key: Any, /) -> Any:
-        try:
-            return super().__getitem__(key)
-        except _OPERATIONAL as error:
-            self._failed("[]", error, "a miss (KeyError)")
-            raise KeyError(key) from None
-
-    def read(self, key: Any, retry: bool = False) -> Any:
-        try:
-            return super().read(key, retry)
-        except _OPERATIONAL as error:
-            self._failed("read", error, "a miss (KeyError)")
-            raise KeyError(key) from None
-
-    def pop(
-        self,
-        key: Any,
-        default: Any = None,
-        expire_time: bool = False,
-        tag: bool = False,
-        retry: bool = False,
-    ) -> Any:
-        try:
-            return super().pop(key, default, expire_time, tag, retry)
-        except _OPERATIONAL as error:
-            self._failed("pop", error, "the default")
-            return shaped_miss(default, expire_time, tag)
-
-    def peekitem(
-        self, last: bool = True, expire_time: bool = False, tag: bool = False, retry: bool = False
-    ) -> Any:
-        try:
-            return super().peekitem(last, expire_time, tag, retry)
-        except _OPERATIONAL as error:
-            self._failed("peekitem", error, "a miss (KeyError)")
-            raise KeyError("dictionary is empty") from None
-
-    def get_many(self, keys: Any, default: Any = None, retry: bool = False) -> list[Any]:
-        keys = list(keys)
-        try:
-            return super().get_many(keys, default, retry)
-        except _OPERATIONAL as error:
-            self._failed("get_many", error, "the default for every key")
-            return [default] * len(keys)
-
-    # ---- the queue: a failed pull or peek is empty ---------------------------------------
-
-    def pull(
-        self,
-        prefix: str | None = None,
-        default: Any = (None, None),
-        side: Literal["front", "back"] = "front",
-        expire_time: bool = False,
-        tag: bool = False,
-        retry: bool = False,
-        timeout: float | None = None,
-    ) -> Any:
-        try:
-            return super().pull(prefix, default, side, expire_time, tag, retry, timeout)
-        except _OPERATIONAL as error:
-            self._failed("pull", error, "the default")
-            return shaped_miss(default, expire_time, tag)
-
-    def peek(
-        self,
-        prefix: str | None = None,
-        default: Any = (None, None),
-        side: Literal["front", "back"] = "front",
-        expire_time: bool = False,
-        tag: bool = False,
-        retry: bool = False,
-    ) -> Any:
-        try:
-            return super().peek(prefix, default, side, expire_time, tag, retry)
-        except _OPERATIONAL as error:
-            self._failed("peek", error, "the default")
-            return shaped_miss(default, expire_time, tag)
-
-
-# The calls whose miss value does not depend on their arguments: name -> (the call as the
-# warning names it, what the warning says it returns, the value). Writes return False, None or
-# 0 (nothing was stored); a failed push stores nothing. The others are written out above.
-_CONSTANT_MISSES: dict[str, tuple[str, str, Any]] = {
-    "__contains__": ("in", "False", False),
-    "__len__": ("len", "0", 0),
-    "volume": ("volume", "0", 0),
-    "stats": ("stats", "(0, 0)", (0, 0)),
-    "set": ("set", "False", False),
-    "__setitem__": ("[]=", "without storing", None),
-    "add": ("add", "False", False),
-    "touch": ("touch", "False", False),
-    "delete": ("delete", "False", False),
-    "__delitem__": ("del []", "without deleting", None),
-    "incr": ("incr", "None", None),
-    "decr": ("decr", "None", None),
-    "set_many": ("set_many", "False", False),
-    "delete_many": ("delete_many", "0", 0),
-    "expire": ("expire", "0", 0),
-    "evict": ("evict", "0", 0),
-    "clear": ("clear", "0", 0),
-    "cull": ("cull", "0", 0),
-    "push": ("push", "None (the item was NOT queued)", None),
-    "push_many": ("push_many", "[] (no item was queued)", []),
-    "pull_many": ("pull_many", "[]", []),
-}
-
-
-def _returning_miss(name: str, call: str, result: str, miss: Any) -> Callable[..., Any]:
-    """``Cache.<name>`` that logs an operational error and returns (a copy of) ``miss``."""
-
-    @functools.wraps(getattr(Cache, name))
-    def method(self: _DurableCache, /, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return getattr(super(_DurableCache, self), name)(*args, **kwargs)
-        except _OPERATIONAL as error:
-            self._failed(call, error, result)
-            return copy.copy(miss)
-
-    return method
-
-
-for _name, (_call, _result, _miss) in _CONSTANT_MISSES.items():
-    setattr(_DurableCache, _name, _returning_miss(_name, _call, _result, _miss))
-
-#: What each call of a durable handle does instead of raising an operational error.
-_DURABLE_MISSES: dict[str, str] = {
-    "get": "returns the default, shaped as a miss",
-    "__getitem__": "raises KeyError, as for a missing key",
-    "read": "raises KeyError, as for a missing key",
-    "pop": "returns the default, shaped as a miss",
-    "peekitem": "raises KeyError, as on an empty cache",
-    "get_many": "returns the default for every key",
-    "pull": "returns the default, as for an empty queue",
-    "peek": "returns the default, as for an empty queue",
-    **{name: f"returns {result}" for name, (_, result, _) in _CONSTANT_MISSES.items()},
-}
-
+# Every guarded call is generated from the API table (_api.CALLS): Cache's own, with an
+# operational error logged and turned into the call's miss value.
+durable_face(_DurableCache, Cache, _OPERATIONAL)
 mirror_docs(
     _DurableCache,
     Cache,
-    _DURABLE_MISSES,
-    lead=lambda name: (
-        f"`Cache.{name}` on a durable handle: an operational error is logged, and then the "
-        f"call {_DURABLE_MISSES[name]} (D-020)."
+    [call.name for call in CALLS if call.durable is not None],
+    lead=leads(
+        lambda call: (
+            f"`Cache.{call.name}` on a durable handle: an operational error is logged, and "
+            f"then the call {call.durable.said if call.durable else ''} (D-020)."
+        )
     ),
 )
 

@@ -17,14 +17,20 @@ import tempfile
 import warnings
 import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from . import _core
+from ._api import CALLS, ROUTED, Call, fanout_face, leads
 from ._docs import mirror_docs
 from .core import DEFAULT_SETTINGS, ENOVAL, Cache, Memoized, memoize_on
 from .errors import Timeout
 from .persistent import Deque, Index
 from .registry import _BY_TYPE
+
+if TYPE_CHECKING:  # the generated members' types (_api.faces_stub)
+    from ._faces import FanoutCacheCalls as _Calls
+else:
+    _Calls = object
 
 __all__ = ["QUEUE_CALLS", "FanoutCache", "shard_hash"]
 
@@ -128,7 +134,7 @@ def _reopen(
     return fanout
 
 
-class FanoutCache:
+class FanoutCache(_Calls):
     """A cache whose keys are spread over ``shards`` plain caches: python-diskcache's
     ``FanoutCache``.
 
@@ -248,89 +254,10 @@ class FanoutCache:
         return self._shards[shard_hash(key) % self._count]
 
     # ------------------------------------------------------------------ single keys
-
-    def set(
-        self,
-        key: Any,
-        value: Any,
-        expire: float | None = None,
-        read: bool = False,
-        tag: str | int | float | bytes | None = None,
-        retry: bool = False,
-    ) -> bool:
-        """Store ``value`` under ``key``; False if the shard stayed locked (without ``retry``)."""
-        try:
-            return self._shard(key).set(key, value, expire, read, tag, retry)
-        except Timeout:
-            return False
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self._shard(key)[key] = value
-
-    def add(
-        self,
-        key: Any,
-        value: Any,
-        expire: float | None = None,
-        read: bool = False,
-        tag: str | int | float | bytes | None = None,
-        retry: bool = False,
-    ) -> bool:
-        """Store ``value`` only if ``key`` is absent; False if present or the shard stayed
-        locked."""
-        try:
-            return self._shard(key).add(key, value, expire, read, tag, retry)
-        except Timeout:
-            return False
-
-    def touch(self, key: Any, expire: float | None = None, retry: bool = False) -> bool:
-        """Give ``key`` a new expiry; False if it is absent or the shard stayed locked."""
-        try:
-            return self._shard(key).touch(key, expire, retry)
-        except Timeout:
-            return False
-
-    def incr(self, key: Any, delta: Any = 1, default: Any = 0, retry: bool = False) -> Any:
-        """Add ``delta`` to the number under ``key``; None if the shard stayed locked.
-
-        :raises KeyError: if ``key`` is absent and ``default`` is None
-        """
-        try:
-            return self._shard(key).incr(key, delta, default, retry)
-        except Timeout:
-            return None
-
-    def decr(self, key: Any, delta: Any = 1, default: Any = 0, retry: bool = False) -> Any:
-        """Subtract ``delta`` from the number under ``key``; None if the shard stayed locked.
-
-        :raises KeyError: if ``key`` is absent and ``default`` is None
-        """
-        try:
-            return self._shard(key).decr(key, delta, default, retry)
-        except Timeout:
-            return None
-
-    def get(
-        self,
-        key: Any,
-        default: Any = None,
-        read: bool = False,
-        expire_time: bool = False,
-        tag: bool = False,
-        retry: bool = False,
-    ) -> Any:
-        """The value under ``key``, or ``default`` if absent or the shard stayed locked.
-
-        With ``expire_time`` and/or ``tag``, a tuple as :meth:`Cache.get` returns; a timeout
-        returns the bare ``default``, as python-diskcache does.
-        """
-        try:
-            return self._shard(key).get(key, default, read, expire_time, tag, retry)
-        except Timeout:
-            return default
-
-    def __getitem__(self, key: Any) -> Any:
-        return self._shard(key)[key]
+    # set, add, touch, incr, decr, get, pop, delete and the item protocols are generated from
+    # the API table (_api.CALLS): Cache's call on the shard of ``key``; a shard that stays
+    # locked gives the call's FanoutCache miss (False, None or the bare default) instead of
+    # raising Timeout, unless ``retry``.
 
     def read(self, key: Any) -> Any:
         """A binary file opened on the value of ``key``.
@@ -341,34 +268,6 @@ class FanoutCache:
         if handle is ENOVAL:
             raise KeyError(key)
         return handle
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._shard(key)
-
-    def pop(
-        self,
-        key: Any,
-        default: Any = None,
-        expire_time: bool = False,
-        tag: bool = False,
-        retry: bool = False,
-    ) -> Any:
-        """Remove ``key`` and return its value, or ``default`` if absent or the shard stayed
-        locked."""
-        try:
-            return self._shard(key).pop(key, default, expire_time, tag, retry)
-        except Timeout:
-            return default
-
-    def delete(self, key: Any, retry: bool = False) -> bool:
-        """Remove ``key``; False if it was absent or the shard stayed locked."""
-        try:
-            return self._shard(key).delete(key, retry)
-        except Timeout:
-            return False
-
-    def __delitem__(self, key: Any) -> None:
-        del self._shard(key)[key]
 
     # ------------------------------------------------------------------ many keys
 
@@ -604,16 +503,17 @@ class FanoutCache:
         return f"{type(self).__name__}({self._directory!r}, shards={self._count})"
 
 
-_SPELLED = {
-    "__getitem__": "``fanout[key]``",
-    "__setitem__": "``fanout[key] = value``",
-    "__delitem__": "``del fanout[key]``",
-    "__contains__": "``key in fanout``",
-}
+def _fanout_lead(call: Call) -> str:
+    routed = f"`Cache.{call.name}` on the shard that holds ``key``"
+    if call.fanout is None or call.fanout is ROUTED:
+        return f"{routed}."
+    return f"{routed}; if that shard stays locked (without ``retry``), {call.fanout.said}."
 
+
+fanout_face(FanoutCache, Cache, Timeout)
 mirror_docs(
     FanoutCache,
     Cache,
-    _SPELLED,
-    lead=lambda name: f"{_SPELLED[name]}: `Cache.{name}` on the shard that holds ``key``.",
+    [call.name for call in CALLS if call.fanout is not None],
+    lead=leads(_fanout_lead),
 )

@@ -881,6 +881,7 @@ impl CacheCore {
         KeyIterator::by_rowid(py, h.cache.clone(), h.pickle, true)
     }
 
+    /// The keys in reverse insertion order (newest first), as `reversed(cache)` gives them.
     fn __reversed__(&self, py: Python<'_>) -> PyResult<KeyIterator> {
         let h = self.h()?;
         KeyIterator::by_rowid(py, h.cache.clone(), h.pickle, false)

@@ -6,20 +6,23 @@ import asyncio
 import contextlib
 import os
 import time
-import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from .._api import async_face
 from .._docs import mirror_docs
-from ..core import ENOVAL, Cache
+from ..core import Cache
 from ._run import R, T, _in_thread, _quietly, _reshape, _Side, _Tag, _taking
 
 if TYPE_CHECKING:
+    from .._faces import AsyncCacheCalls as _Calls
     from .claims import AsyncClaims
+else:
+    _Calls = object
 
 
-class AsyncCache:
+class AsyncCache(_Calls):
     """The whole :class:`~diskcache_oxide.Cache` API as coroutines.
 
     :param cache: a :class:`Cache`, or a directory to open one in (``None``: a temporary
@@ -76,143 +79,13 @@ class AsyncCache:
     async def __aexit__(self, *exception: object) -> None:
         await self.close()
 
-    # ---- writes ---------------------------------------------------------------------------
-
-    async def set(
-        self,
-        key: Any,
-        value: Any,
-        expire: float | None = None,
-        read: bool = False,
-        tag: _Tag = None,
-        retry: bool = False,
-    ) -> bool:
-        return await self._run(self._cache.set, key, value, expire, read, tag, retry)
-
-    async def setitem(self, key: Any, value: Any) -> None:
-        await self._run(self._cache.__setitem__, key, value)
-
-    async def add(
-        self,
-        key: Any,
-        value: Any,
-        expire: float | None = None,
-        read: bool = False,
-        tag: _Tag = None,
-        retry: bool = False,
-    ) -> bool:
-        return await self._run(self._cache.add, key, value, expire, read, tag, retry)
-
-    async def touch(self, key: Any, expire: float | None = None, retry: bool = False) -> bool:
-        return await self._run(self._cache.touch, key, expire, retry)
-
-    async def incr(self, key: Any, delta: Any = 1, default: Any = 0, retry: bool = False) -> Any:
-        return await self._run(self._cache.incr, key, delta, default, retry)
-
-    async def decr(self, key: Any, delta: Any = 1, default: Any = 0, retry: bool = False) -> Any:
-        return await self._run(self._cache.decr, key, delta, default, retry)
-
-    async def set_many(
-        self,
-        mapping: Mapping[Any, Any] | Iterable[tuple[Any, Any]],
-        expire: float | None = None,
-        tag: _Tag = None,
-        retry: bool = False,
-    ) -> None:
-        await self._run(self._cache.set_many, mapping, expire, tag, retry)
-
-    # ---- reads ----------------------------------------------------------------------------
-
-    async def get(
-        self,
-        key: Any,
-        default: Any = None,
-        read: bool = False,
-        expire_time: bool = False,
-        tag: bool = False,
-        retry: bool = False,
-    ) -> Any:
-        return await self._run(self._cache.get, key, default, read, expire_time, tag, retry)
-
-    async def getitem(self, key: Any) -> Any:
-        return await self._run(self._cache.__getitem__, key)
-
-    async def read(self, key: Any, retry: bool = False) -> Any:
-        return await self._run(self._cache.read, key, retry)
-
-    async def contains(self, key: Any) -> bool:
-        return await self._run(self._cache.__contains__, key)
-
-    async def get_many(self, keys: Iterable[Any], default: Any = None, retry: bool = False) -> Any:
-        return await self._run(self._cache.get_many, list(keys), default, retry)
-
-    async def peekitem(
-        self, last: bool = True, expire_time: bool = False, tag: bool = False, retry: bool = False
-    ) -> Any:
-        return await self._run(self._cache.peekitem, last, expire_time, tag, retry)
-
-    async def length(self) -> int:
-        return await self._run(self._cache.__len__)
+    # Each call of the API table with an ``aio`` name (_api.CALLS: get, set, getitem, ...)
+    # is generated: an awaitable with Cache's signature that runs the call in the executor.
+    # Written out here: what is more than a forward.
 
     async def keys(self, reverse: bool = False, prefix: str | None = None) -> list[Any]:
         """Every key (or those under a queue ``prefix``), in order, as a list."""
         return await self._run(lambda: list(self._cache.iterkeys(reverse=reverse, prefix=prefix)))
-
-    async def volume(self) -> int:
-        return await self._run(self._cache.volume)
-
-    async def stats(self, enable: bool = True, reset: bool = False) -> tuple[int, int]:
-        return await self._run(self._cache.stats, enable, reset)
-
-    # ---- removal --------------------------------------------------------------------------
-
-    async def pop(
-        self,
-        key: Any,
-        default: Any = None,
-        expire_time: bool = False,
-        tag: bool = False,
-        retry: bool = False,
-    ) -> Any:
-        return await self._run(self._cache.pop, key, default, expire_time, tag, retry)
-
-    async def delete(self, key: Any, retry: bool = False) -> bool:
-        return await self._run(self._cache.delete, key, retry)
-
-    async def delitem(self, key: Any) -> None:
-        await self._run(self._cache.__delitem__, key)
-
-    async def delete_many(self, keys: Iterable[Any], retry: bool = False) -> int:
-        return await self._run(self._cache.delete_many, list(keys), retry)
-
-    async def expire(self, now: float | None = None, retry: bool = False) -> int:
-        return await self._run(self._cache.expire, now, retry)
-
-    async def evict(self, tag: _Tag, retry: bool = False) -> int:
-        return await self._run(self._cache.evict, tag, retry)
-
-    async def clear(self, retry: bool = False) -> int:
-        return await self._run(self._cache.clear, retry)
-
-    async def cull(self, retry: bool = False) -> int:
-        return await self._run(self._cache.cull, retry)
-
-    # ---- settings and maintenance ---------------------------------------------------------
-
-    async def check(self, fix: bool = False, retry: bool = False) -> list[warnings.WarningMessage]:
-        return await self._run(self._cache.check, fix, retry)
-
-    async def reset(self, key: str, value: Any = ENOVAL, update: bool = True) -> Any:
-        return await self._run(self._cache.reset, key, value, update)
-
-    async def create_tag_index(self) -> None:
-        await self._run(self._cache.create_tag_index)
-
-    async def drop_tag_index(self) -> None:
-        await self._run(self._cache.drop_tag_index)
-
-    async def close(self) -> None:
-        await self._run(self._cache.close)
 
     # ---- transactions ---------------------------------------------------------------------
 
@@ -251,31 +124,6 @@ class AsyncCache:
             await asyncio.shield(asyncio.wrap_future(end))
 
     # ---- queue ----------------------------------------------------------------------------
-
-    async def push(
-        self,
-        value: Any,
-        prefix: str | None = None,
-        side: _Side = "back",
-        expire: float | None = None,
-        read: bool = False,
-        tag: _Tag = None,
-        retry: bool = False,
-    ) -> Any:
-        return await self._run(self._cache.push, value, prefix, side, expire, read, tag, retry)
-
-    async def push_many(
-        self,
-        values: Iterable[Any],
-        prefix: str | None = None,
-        side: _Side = "back",
-        expire: float | None = None,
-        tag: _Tag = None,
-        retry: bool = False,
-    ) -> list[Any]:
-        return await self._run(
-            self._cache.push_many, list(values), prefix, side, expire, tag, retry
-        )
 
     def _give_back(self, items: list[Any], prefix: str | None, side: _Side) -> None:
         # Items come as ((key, value), expire_time, tag); put them back at the end they
@@ -334,17 +182,6 @@ class AsyncCache:
         items = await _taking(self._executor, pull, give_back)
         return [_reshape(item, expire_time, tag) for item in items]
 
-    async def peek(
-        self,
-        prefix: str | None = None,
-        default: Any = (None, None),
-        side: _Side = "front",
-        expire_time: bool = False,
-        tag: bool = False,
-        retry: bool = False,
-    ) -> Any:
-        return await self._run(self._cache.peek, prefix, default, side, expire_time, tag, retry)
-
     # ---- claims and compute-once ----------------------------------------------------------
 
     def claims(self, namespace: str = "default") -> AsyncClaims:
@@ -390,16 +227,11 @@ def _cache_lead(name: str) -> str:
     return f"Awaitable `Cache.{name}`{spelled}: runs it in the cache's executor."
 
 
+_AWAITABLES = async_face(AsyncCache, Cache)
 mirror_docs(
     AsyncCache,
     Cache,
+    [*_AWAITABLES, "directory", "keys", "pull", "pull_many"],
     lead=_cache_lead,
-    renamed={
-        "getitem": "__getitem__",
-        "setitem": "__setitem__",
-        "delitem": "__delitem__",
-        "contains": "__contains__",
-        "length": "__len__",
-        "keys": "iterkeys",
-    },
+    renamed={**_AWAITABLES, "keys": "iterkeys"},
 )

@@ -1,0 +1,74 @@
+"""The Cache API is declared once: every face's generated member has Cache's signature, and
+every public member of Cache has a row in the API table saying what each face does."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+import diskcache_oxide as dco
+from diskcache_oxide import _api
+from diskcache_oxide.aio import AsyncCache
+
+pytestmark = pytest.mark.oxide
+
+
+def _public(cls: type) -> set[str]:
+    names = {name for name in dir(cls) if not name.startswith("_")}
+    return names | {name for name in _api.BY_NAME if name.startswith("__")}
+
+
+def test_every_public_member_of_cache_has_a_row() -> None:
+    # A member added to Cache without a row would be missing from NullCache (and from the
+    # other faces): the table is where each face's behaviour for it is decided.
+    rowless = _public(dco.Cache) - set(_api.BY_NAME)
+    # Settings read as attributes, the queue's iterator type and Cache-only helpers.
+    settings = set(dco.DEFAULT_SETTINGS)
+    assert rowless - settings == set()
+
+
+def _faces() -> list[tuple[type, str, str]]:
+    durable = type(dco.Cache(durable=True))
+    faces: list[tuple[type, str, str]] = []
+    for call in _api.CALLS:
+        if call.null.code is not None:
+            faces.append((dco.NullCache, call.name, call.name))
+        if call.durable is not None:
+            faces.append((durable, call.name, call.name))
+        if call.fanout is not None:
+            faces.append((dco.FanoutCache, call.name, call.name))
+        if call.aio is not None:
+            faces.append((AsyncCache, call.aio, call.name))
+    return faces
+
+
+@pytest.mark.parametrize(
+    ("face", "name", "source"),
+    _faces(),
+    ids=lambda v: v if isinstance(v, str) else getattr(v, "__name__", str(v)),
+)
+def test_a_generated_member_has_caches_signature(face: type, name: str, source: str) -> None:
+    member = getattr(face, name)
+    assert inspect.signature(member) == inspect.signature(getattr(dco.Cache, source))
+    assert inspect.iscoroutinefunction(member) == (face is AsyncCache)
+    own = inspect.getdoc(getattr(dco.Cache, source))
+    assert own, f"Cache.{source} has no docstring"
+    assert own in (inspect.getdoc(member) or "")
+
+
+def test_the_faces_stub_is_current() -> None:
+    # `make api` writes it; a call whose parameters changed without it fails here and in lint.
+    assert _api.write_faces_stub(check=True) == 0
+
+
+def test_a_null_miss_is_evaluated_against_the_arguments() -> None:
+    null = dco.NullCache()
+    assert null.get("k", 7, expire_time=True, tag=True) == (7, None, None)
+    assert null.incr("k", 5, default=10) == 15
+    assert null.decr("k", 5, default=10) == 5
+    assert null.push_many(iter([1, 2, 3])) == [None, None, None]
+    with pytest.raises(KeyError):
+        null.incr("k", default=None)
+    with pytest.raises(KeyError, match="dictionary is empty"):
+        null.peekitem()
