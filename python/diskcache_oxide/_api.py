@@ -77,13 +77,6 @@ class Call:
         return self.spelled or self.name
 
 
-_SHAPED = "_shaped(default, None, None, expire_time, tag)"
-_DEFAULT = Miss(
-    _SHAPED, "returns ``default`` (with ``expire_time``/``tag``, in a tuple with None for each)"
-)
-_EMPTY = "raise KeyError('dictionary is empty')"
-
-
 def _written(said: str) -> Miss:
     return Miss(None, said)
 
@@ -92,189 +85,109 @@ def _returns(code: str, said: str | None = None) -> Miss:
     return Miss(code, said or f"returns {code}")
 
 
-#: Every public member of Cache, in the order help() lists groups of them.
+_SHAPED = "_shaped(default, None, None, expire_time, tag)"
+_EMPTY = "raise KeyError('dictionary is empty')"
+
+# fmt: off
+# The misses, named so that the table below reads as a table.
+FALSE, NONE, ZERO = _returns("False"), _returns("None"), _returns("0")
+NOTHING = Miss("None", "does nothing")
+DEFAULT = Miss(_SHAPED, "returns ``default`` (with ``expire_time``/``tag``, in a tuple with None "
+                        "for each)")
+DEFAULT_MISS = Miss(_SHAPED, "returns the default, shaped as a miss")
+DEFAULT_EMPTY = Miss(_SHAPED, "returns the default, as for an empty queue")
+BARE_DEFAULT = Miss("default", "returns the bare ``default``, as python-diskcache does")
+KEY_ERROR = Miss("raise KeyError(key)", "raises KeyError")
+KEY_MISSING = Miss("raise KeyError(key) from None", "raises KeyError, as for a missing key")
+EMPTY = Miss(_EMPTY, "raises KeyError, as on an empty cache")
+EMPTY_MISS = Miss(_EMPTY + " from None", "raises KeyError, as on an empty cache")
+DEFAULTS = Miss("[default for _ in keys]", "returns ``default`` for every key")
+NO_ITEMS = Miss("iter(())", "yields nothing")
+INCR = Miss("_plus(key, default, delta)", "returns ``default + delta``, as for an absent key, "
+                                          "and keeps nothing (KeyError if ``default`` is None)")
+DECR = Miss("_plus(key, default, -delta)", "returns ``default - delta``, as for an absent key, "
+                                           "and keeps nothing (KeyError if ``default`` is None)")
+DROPPED = Miss("None", "the value is dropped")
+PUSH_DROPPED = Miss("None", "returns None, and the item is dropped")
+PUSH_FAILED = Miss("None", "returns None (the item was NOT queued)")
+PUSHES_DROPPED = Miss("[None for _ in values]", "returns one None per value, and every item is "
+                                                "dropped")
+PUSHES_FAILED = Miss("[]", "returns [] (no item was queued)")
+PULL_WAITS = Miss(f"_waited(timeout, {_SHAPED})", "returns ``default`` (shaped by "
+                                                  "``expire_time``/``tag``) after waiting "
+                                                  "``timeout`` seconds for an item that never "
+                                                  "comes, so a worker loop does not spin")
+PULLS_WAIT = Miss("_waited(timeout, [])", "returns ``[]`` after waiting ``timeout`` seconds")
+PEEK = Miss(_SHAPED, "returns ``default`` (shaped by ``expire_time``/``tag``)")
+SET_MANY = Miss("None", "returns None, and no pair is kept")
+
+#: Every public member of Cache: what NullCache does, what a durable handle returns after an
+#: operational error, what FanoutCache returns when the key's shard stays locked, and
+#: AsyncCache's awaitable.
 CALLS: tuple[Call, ...] = (
-    # ---- the handle
-    Call(
-        "directory", _written("the directory it was made with, if any (nothing is created there)")
-    ),
+    # the handle: NullCache reports what it was made with
+    Call("directory", _written("the directory it was made with, if any (nothing is created "
+                               "there)")),
     Call("timeout", _written("the ``timeout`` it was made with")),
     Call("pickle", _written("the ``pickle`` setting it was made with (default False)")),
-    Call(
-        "on_decode_error",
-        _written("the ``on_decode_error`` setting it was made with (default ``'raise'``)"),
-    ),
+    Call("on_decode_error", _written("the ``on_decode_error`` setting it was made with (default "
+                                     "``'raise'``)")),
     Call("read_only", _written("the ``read_only`` setting it was made with (default False)")),
     Call("durable", _written("the ``durable`` setting it was made with (default False)")),
-    # ---- single keys
-    Call("set", _returns("False"), _returns("False"), _returns("False"), aio="set"),
-    Call(
-        "__setitem__",
-        Miss("None", "the value is dropped"),
-        Miss("None", "returns without storing"),
-        ROUTED,
-        aio="setitem",
-        spelled="[]=",
-    ),
-    Call("add", _returns("False"), _returns("False"), _returns("False"), aio="add"),
-    Call(
-        "touch",
-        _returns("False", "returns False (there is no key to touch)"),
-        _returns("False"),
-        _returns("False"),
-        aio="touch",
-    ),
-    Call(
-        "incr",
-        Miss(
-            "_plus(key, default, delta)",
-            "returns ``default + delta``, as for an "
-            "absent key, and keeps nothing (KeyError if ``default`` is None)",
-        ),
-        _returns("None"),
-        _returns("None"),
-        aio="incr",
-    ),
-    Call(
-        "decr",
-        Miss(
-            "_plus(key, default, -delta)",
-            "returns ``default - delta``, as for an "
-            "absent key, and keeps nothing (KeyError if ``default`` is None)",
-        ),
-        _returns("None"),
-        _returns("None"),
-        aio="decr",
-    ),
-    Call(
-        "get",
-        _DEFAULT,
-        Miss(_SHAPED, "returns the default, shaped as a miss"),
-        Miss("default", "returns the bare ``default``, as python-diskcache does"),
-        aio="get",
-    ),
-    Call(
-        "__getitem__",
-        Miss("raise KeyError(key)", "raises KeyError"),
-        Miss("raise KeyError(key) from None", "raises KeyError, as for a missing key"),
-        ROUTED,
-        aio="getitem",
-        spelled="[]",
-    ),
-    Call(
-        "read",
-        Miss("raise KeyError(key)", "raises KeyError"),
-        Miss("raise KeyError(key) from None", "raises KeyError, as for a missing key"),
-        aio="read",
-    ),
-    Call(
-        "__contains__", _returns("False"), _returns("False"), ROUTED, aio="contains", spelled="in"
-    ),
-    Call(
-        "pop",
-        _DEFAULT,
-        Miss(_SHAPED, "returns the default, shaped as a miss"),
-        Miss("default", "returns the bare ``default``"),
-        aio="pop",
-    ),
-    Call(
-        "__delitem__",
-        Miss("raise KeyError(key)", "raises KeyError"),
-        Miss("None", "returns without deleting"),
-        ROUTED,
-        aio="delitem",
-        spelled="del []",
-    ),
-    Call("delete", _returns("False"), _returns("False"), _returns("False"), aio="delete"),
-    Call(
-        "peekitem",
-        Miss(_EMPTY, "raises KeyError, as on an empty cache"),
-        Miss(_EMPTY + " from None", "raises KeyError, as on an empty cache"),
-        aio="peekitem",
-    ),
-    # ---- batches
-    Call(
-        "get_many",
-        Miss("[default for _ in keys]", "returns ``default`` for every key"),
-        Miss("[default for _ in keys]", "returns the default for every key"),
-        aio="get_many",
-        listed=("keys",),
-    ),
-    Call(
-        "set_many",
-        Miss("None", "returns None, and no pair is kept"),
-        _returns("False"),
-        aio="set_many",
-    ),
-    Call("delete_many", _returns("0"), _returns("0"), aio="delete_many", listed=("keys",)),
-    # ---- the whole cache
-    Call("expire", _returns("0"), _returns("0"), aio="expire"),
-    Call("evict", _returns("0"), _returns("0"), aio="evict"),
-    Call("clear", _returns("0"), _returns("0"), aio="clear"),
-    Call("cull", _returns("0"), _returns("0"), aio="cull"),
-    Call("check", _returns("[]", "returns ``[]`` (no problems)"), aio="check"),
-    Call("stats", _returns("(0, 0)", "returns ``(0, 0)``"), _returns("(0, 0)"), aio="stats"),
-    Call("volume", _returns("0"), _returns("0"), aio="volume"),
-    Call(
-        "reset",
-        _written(
-            "reads the setting (the counters read 0) or remembers the new value "
-            "(ValueError for an unknown setting, or for setting a counter)"
-        ),
-        aio="reset",
-    ),
-    Call("create_tag_index", Miss("None", "does nothing"), aio="create_tag_index"),
-    Call("drop_tag_index", Miss("None", "does nothing"), aio="drop_tag_index"),
-    Call("transact", _written("the block just runs, with nothing to lock")),
-    Call(
-        "memoize",
-        _written(
-            "the decorated function runs on every call (its "
-            "``__cache_key__`` gives the keys `Cache.memoize` would use)"
-        ),
-    ),
-    Call("__len__", _returns("0"), _returns("0"), aio="length", spelled="len"),
-    Call("__iter__", Miss("iter(())", "yields nothing")),
-    Call("__reversed__", Miss("iter(())", "yields nothing")),
-    Call("iterkeys", Miss("iter(())", "yields nothing")),
-    # ---- the queue, always empty on a NullCache
-    Call(
-        "push",
-        Miss("None", "returns None, and the item is dropped"),
-        Miss("None", "returns None (the item was NOT queued)"),
-        aio="push",
-    ),
-    Call(
-        "push_many",
-        Miss("[None for _ in values]", "returns one None per value, and every item is dropped"),
-        Miss("[]", "returns [] (no item was queued)"),
-        aio="push_many",
-        listed=("values",),
-    ),
-    Call(
-        "pull",
-        Miss(
-            f"_waited(timeout, {_SHAPED})",
-            "returns ``default`` (shaped by ``expire_time``/``tag``) after waiting "
-            "``timeout`` seconds for an item that never comes, so a worker loop "
-            "does not spin",
-        ),
-        Miss(_SHAPED, "returns the default, as for an empty queue"),
-    ),
-    Call(
-        "pull_many",
-        Miss("_waited(timeout, [])", "returns ``[]`` after waiting ``timeout`` seconds"),
-        _returns("[]"),
-    ),
-    Call(
-        "peek",
-        Miss(_SHAPED, "returns ``default`` (shaped by ``expire_time``/``tag``)"),
-        Miss(_SHAPED, "returns the default, as for an empty queue"),
-        aio="peek",
-    ),
-    # ---- lifetime
-    Call("close", Miss("None", "does nothing"), aio="close"),
+    # name                NullCache       durable             FanoutCache    AsyncCache
+    Call("set",           FALSE,          FALSE,              FALSE,         "set"),
+    Call("__setitem__",   DROPPED,        Miss("None", "returns without storing"),
+                                                              ROUTED,        "setitem", "[]="),
+    Call("add",           FALSE,          FALSE,              FALSE,         "add"),
+    Call("touch",         FALSE,          FALSE,              FALSE,         "touch"),
+    Call("incr",          INCR,           NONE,               NONE,          "incr"),
+    Call("decr",          DECR,           NONE,               NONE,          "decr"),
+    Call("get",           DEFAULT,        DEFAULT_MISS,       BARE_DEFAULT,  "get"),
+    Call("__getitem__",   KEY_ERROR,      KEY_MISSING,        ROUTED,        "getitem", "[]"),
+    Call("read",          KEY_ERROR,      KEY_MISSING,        None,          "read"),
+    Call("__contains__",  FALSE,          FALSE,              ROUTED,        "contains", "in"),
+    Call("pop",           DEFAULT,        DEFAULT_MISS,       BARE_DEFAULT,  "pop"),
+    Call("__delitem__",   KEY_ERROR,      Miss("None", "returns without deleting"),
+                                                              ROUTED,        "delitem", "del []"),
+    Call("delete",        FALSE,          FALSE,              FALSE,         "delete"),
+    Call("peekitem",      EMPTY,          EMPTY_MISS,         None,          "peekitem"),
+    Call("get_many",      DEFAULTS,       DEFAULTS,           None,          "get_many",
+         listed=("keys",)),
+    Call("set_many",      SET_MANY,       FALSE,              None,          "set_many"),
+    Call("delete_many",   ZERO,           ZERO,               None,          "delete_many",
+         listed=("keys",)),
+    Call("expire",        ZERO,           ZERO,               None,          "expire"),
+    Call("evict",         ZERO,           ZERO,               None,          "evict"),
+    Call("clear",         ZERO,           ZERO,               None,          "clear"),
+    Call("cull",          ZERO,           ZERO,               None,          "cull"),
+    Call("check",         _returns("[]", "returns ``[]`` (no problems)"),
+                                          None,               None,          "check"),
+    Call("stats",         _returns("(0, 0)"), _returns("(0, 0)"), None,      "stats"),
+    Call("volume",        ZERO,           ZERO,               None,          "volume"),
+    Call("reset",         _written("reads the setting (the counters read 0) or remembers the new "
+                                   "value (ValueError for an unknown setting, or for setting a "
+                                   "counter)"),
+                                          None,               None,          "reset"),
+    Call("create_tag_index", NOTHING,     None,               None,          "create_tag_index"),
+    Call("drop_tag_index", NOTHING,       None,               None,          "drop_tag_index"),
+    Call("transact",      _written("the block just runs, with nothing to lock")),
+    Call("memoize",       _written("the decorated function runs on every call (its "
+                                   "``__cache_key__`` gives the keys `Cache.memoize` would use)")),
+    Call("__len__",       ZERO,           ZERO,               None,          "length", "len"),
+    Call("__iter__",      NO_ITEMS),
+    Call("__reversed__",  NO_ITEMS),
+    Call("iterkeys",      NO_ITEMS),
+    # the queue, always empty on a NullCache
+    Call("push",          PUSH_DROPPED,   PUSH_FAILED,        None,          "push"),
+    Call("push_many",     PUSHES_DROPPED, PUSHES_FAILED,      None,          "push_many",
+         listed=("values",)),
+    Call("pull",          PULL_WAITS,     DEFAULT_EMPTY),
+    Call("pull_many",     PULLS_WAIT,     _returns("[]")),
+    Call("peek",          PEEK,           DEFAULT_EMPTY,      None,          "peek"),
+    # lifetime
+    Call("close",         NOTHING,        None,               None,          "close"),
 )
+# fmt: on
 
 BY_NAME: dict[str, Call] = {call.name: call for call in CALLS}
 
