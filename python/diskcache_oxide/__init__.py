@@ -30,6 +30,7 @@ from .errors import (
 )
 from .fanout import FanoutCache
 from .jobs import Job, JobCounts, JobInfo, JobQueue, Swept
+from .migrate import MigrationReport, SkippedEntry, SkippedSetting, migrate
 from .null import NullCache
 from .persistent import Deque, Index
 from .recipes import (
@@ -73,9 +74,12 @@ __all__ = [
     "JobInfo",
     "JobQueue",
     "LayoutMismatchError",
+    "MigrationReport",
     "Lock",
     "NotACacheError",
     "NullCache",
+    "SkippedEntry",
+    "SkippedSetting",
     "RLock",
     "ReadOnlyError",
     "Swept",
@@ -87,6 +91,7 @@ __all__ = [
     "__version__",
     "barrier",
     "memoize_stampede",
+    "migrate",
     "compute_once",
     "get_or_compute",
     "register_type",
