@@ -99,3 +99,18 @@ __all__ = [
     "throttle",
     "unregister_type",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # DjangoCache is imported on first use, so that Django is not needed to import the
+    # package (python-diskcache exposes its backend as diskcache.DjangoCache too).
+    if name == "DjangoCache":
+        from . import djangocache
+
+        if djangocache.DJANGO_MISSING is not None:
+            raise ImportError(
+                f"diskcache_oxide.DjangoCache needs Django ({djangocache.DJANGO_MISSING}): "
+                "pip install django"
+            ) from djangocache.DJANGO_MISSING
+        return djangocache.DjangoCache
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
