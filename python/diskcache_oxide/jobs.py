@@ -5,22 +5,22 @@ worker is leased, not removed, so a worker that dies mid-job loses nothing; the 
 again once its lease expires. See docs/decisions/D-015-job-queue-api.md for the shape of
 this API, and docs/queue-api-spec.md for the contract.
 
-The binding (``CacheCore._job_*``) does the storage calls with the GIL released; this module
-validates arguments, shapes results and handles jobs whose value this process cannot read.
+The binding does the storage calls with the GIL released: ``CacheCore._job_*``, and the
+:class:`Job` and :class:`JobInfo` classes (a take decides what to do with a job this process
+cannot decode inside its own transaction). This module names the queues, checks the
+arguments of its own calls and reports what a take could not decode.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import os
 from collections.abc import Iterable, Sequence
-from types import TracebackType
 from typing import Any, Literal, NamedTuple
 
+from . import _core
 from .core import Cache
-from .errors import CorruptValueError
 
 __all__ = ["Job", "JobCounts", "JobInfo", "JobQueue", "JobState", "Swept"]
 
@@ -97,266 +97,12 @@ def _job_id(value: object) -> int:
     return value
 
 
-def _error_text(error: object) -> str:
-    if isinstance(error, BaseException):
-        return repr(error)
-    if isinstance(error, str):
-        return error
-    raise TypeError(f"error must be a str or an exception, not {_type_name(error)}")
-
-
-def _frozen(obj: object, name: str) -> dataclasses.FrozenInstanceError:
-    return dataclasses.FrozenInstanceError(
-        f"cannot assign to field {name!r}: {type(obj).__name__} is read-only"
-    )
-
-
 # ---- records --------------------------------------------------------------------------------
 
-
-class JobInfo:
-    """A job as :meth:`JobQueue.get` and :meth:`JobQueue.dead` report it (read-only).
-
-    ``due`` is, for a ready job, when it may be taken; for a leased one, its lease deadline;
-    for a dead one, when it died. Reading ``value`` raises the
-    :class:`~diskcache_oxide.DecodeError` if this process cannot decode it (the other fields
-    stay readable, so such a job can still be listed, requeued or deleted).
-    """
-
-    __slots__ = (
-        "_problem",
-        "_value",
-        "attempts",
-        "created",
-        "due",
-        "error",
-        "id",
-        "max_attempts",
-        "queue",
-        "state",
-        "unique",
-    )
-
-    id: int
-    queue: str
-    state: JobState
-    due: float
-    attempts: int
-    max_attempts: int
-    created: float
-    error: str | None
-    unique: str | None
-    _value: Any
-    _problem: BaseException | None
-
-    def __init__(
-        self,
-        id: int,
-        queue: str,
-        state: JobState,
-        due: float,
-        attempts: int,
-        max_attempts: int,
-        created: float,
-        error: str | None,
-        unique: str | None,
-        value: Any,
-        problem: BaseException | None = None,
-    ) -> None:
-        fields = {
-            "id": id,
-            "queue": queue,
-            "state": state,
-            "due": due,
-            "attempts": attempts,
-            "max_attempts": max_attempts,
-            "created": created,
-            "error": error,
-            "unique": unique,
-            "_value": value,
-            "_problem": problem,
-        }
-        for name, field_value in fields.items():
-            object.__setattr__(self, name, field_value)
-
-    @property
-    def value(self) -> Any:
-        """The job's value; raises the decode error if this process cannot read it."""
-        if self._problem is not None:
-            raise self._problem
-        return self._value
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise _frozen(self, name)
-
-    def __delattr__(self, name: str) -> None:
-        raise _frozen(self, name)
-
-    def _fields(self) -> tuple[Any, ...]:
-        value = self._value if self._problem is None else self._problem
-        return (
-            self.id,
-            self.queue,
-            self.state,
-            self.due,
-            self.attempts,
-            self.max_attempts,
-            self.created,
-            self.error,
-            self.unique,
-            value,
-        )
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, JobInfo):
-            return NotImplemented
-        return self._fields() == other._fields()
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        value = (
-            repr(self._value)
-            if self._problem is None
-            else f"<unreadable: {type(self._problem).__name__}>"
-        )
-        return (
-            f"JobInfo(id={self.id!r}, queue={self.queue!r}, state={self.state!r}, "
-            f"due={self.due!r}, attempts={self.attempts!r}, "
-            f"max_attempts={self.max_attempts!r}, created={self.created!r}, "
-            f"error={self.error!r}, unique={self.unique!r}, value={value})"
-        )
-
-
-class Job:
-    """A job a worker holds: one lease of one job, taken by :meth:`JobQueue.take`.
-
-    Read-only, except that :meth:`extend` moves ``lease_deadline``. ``attempts`` counts the
-    takes so far, this one included (a ``release`` gives one back). The lease itself is
-    fenced by a number every take raises and nothing lowers: ``finish``, ``fail``, ``extend``
-    and ``release`` act only while this take still holds it. Once one of them has settled
-    the job (or found the lease lost), the others do nothing and report a lost lease.
-
-    As a context manager, the job is finished on a clean exit and failed (with the
-    exception's repr) when an ``Exception`` leaves the block, which is then re-raised; a
-    ``KeyboardInterrupt``, ``SystemExit`` or other ``BaseException`` releases it instead
-    (the worker stopped; the job did not fail), without counting the attempt.
-    """
-
-    __slots__ = (
-        "_jobs",
-        "_lease",
-        "_settled",
-        "attempts",
-        "created",
-        "error",
-        "id",
-        "lease_deadline",
-        "max_attempts",
-        "queue",
-        "value",
-    )
-
-    id: int
-    queue: str
-    value: Any
-    attempts: int
-    max_attempts: int
-    lease_deadline: float
-    created: float
-    error: str | None
-    _jobs: JobQueue
-    _lease: int
-    _settled: bool
-
-    def __init__(
-        self,
-        jobs: JobQueue,
-        id: int,
-        queue: str,
-        value: Any,
-        attempts: int,
-        max_attempts: int,
-        lease_deadline: float,
-        created: float,
-        error: str | None,
-        lease: int,
-    ) -> None:
-        fields = {
-            "_jobs": jobs,
-            "_lease": lease,
-            "_settled": False,
-            "id": id,
-            "queue": queue,
-            "value": value,
-            "attempts": attempts,
-            "max_attempts": max_attempts,
-            "lease_deadline": lease_deadline,
-            "created": created,
-            "error": error,
-        }
-        for name, field_value in fields.items():
-            object.__setattr__(self, name, field_value)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise _frozen(self, name)
-
-    def __delattr__(self, name: str) -> None:
-        raise _frozen(self, name)
-
-    def _set(self, name: str, value: Any) -> None:
-        object.__setattr__(self, name, value)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Job):
-            return NotImplemented
-        return (self.id, self._lease) == (other.id, other._lease)
-
-    def __hash__(self) -> int:
-        return hash((self.id, self._lease))
-
-    def __repr__(self) -> str:
-        return (
-            f"Job(id={self.id!r}, queue={self.queue!r}, value={self.value!r}, "
-            f"attempts={self.attempts!r}, max_attempts={self.max_attempts!r}, "
-            f"lease_deadline={self.lease_deadline!r}, created={self.created!r}, "
-            f"error={self.error!r})"
-        )
-
-    def finish(self) -> bool:
-        """Done: delete the job. False if the lease was lost."""
-        return self._jobs.finish(self)
-
-    def fail(self, error: str | BaseException = "", retry_in: float = 0.0) -> str | None:
-        """This attempt failed: ``'ready'`` (retried after ``retry_in`` seconds), ``'dead'``
-        (out of attempts), or None if the lease was lost."""
-        return self._jobs.fail(self, error, retry_in=retry_in)
-
-    def extend(self, lease: float | None = None) -> bool:
-        """Heartbeat: the lease now ends ``lease`` seconds from now (default: the queue's)."""
-        return self._jobs.extend(self, lease)
-
-    def release(self, delay: float = 0.0) -> bool:
-        """Give the job back, ready again after ``delay`` seconds; the attempt is not counted."""
-        return self._jobs.release(self, delay=delay)
-
-    def __enter__(self) -> Job:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._settled:
-            return
-        if exc is None:
-            self.finish()
-        elif isinstance(exc, Exception):
-            self.fail(exc)
-        else:
-            self.release()
+#: A job a worker holds (one lease of one job) and a job's record: Rust classes of the
+#: binding, which settle themselves through the handle that took them (see their docstrings).
+Job = _core.Job
+JobInfo = _core.JobInfo
 
 
 # ---- the queue ------------------------------------------------------------------------------
@@ -506,29 +252,9 @@ class JobQueue:
         """
         count = _count("n", n)
         length = self._lease if lease is None else _seconds("lease", lease)
-        rows = self._cache._job_take(list(self._queues), length, count, _timeout(timeout))
-        taken: list[Job] = []
-        errors: list[BaseException] = []
-        for row in rows:
-            (
-                job_id,
-                queue,
-                attempts,
-                max_attempts,
-                deadline,
-                created,
-                error,
-                value,
-                problem,
-                lease,
-            ) = row
-            if problem is not None:
-                errors.append(self._unreadable(job_id, queue, lease, problem))
-                continue
-            job = Job(
-                self, job_id, queue, value, attempts, max_attempts, deadline, created, error, lease
-            )
-            taken.append(job)
+        taken, errors = self._cache._job_take(
+            list(self._queues), length, count, _timeout(timeout), self._lease
+        )
         if errors and not taken:
             for err in errors[1:]:
                 _log.warning("could not take a job: %s", err)
@@ -536,22 +262,6 @@ class JobQueue:
         for err in errors:
             _log.warning("could not take a job: %s", err)
         return taken
-
-    def _unreadable(
-        self, job_id: int, queue: str, lease: int, problem: BaseException
-    ) -> BaseException:
-        """Put back (or bury) a job this process cannot decode; the error to report."""
-        if isinstance(problem, CorruptValueError):
-            self._cache._job_bury(job_id, lease, f"damaged value: {problem}")
-            err = CorruptValueError(
-                f"job {job_id} of queue {queue!r} has a damaged value that no build can read; "
-                "it was moved to the dead-letter list, where dead() lists it and delete() "
-                "removes it"
-            )
-            err.__cause__ = problem
-            return err
-        self._cache._job_release(job_id, lease, 0.0)
-        return problem
 
     # ---- settling a job -------------------------------------------------------------------
 
@@ -562,58 +272,32 @@ class JobQueue:
         return job
 
     def finish(self, job: Job) -> bool:
-        """Done: delete the job. False if the lease was lost (it expired and the job was
-        taken again, or the job was already settled)."""
-        held = self._held(job)
-        if held._settled:
-            return False
-        done = self._cache._job_finish(held.id, held._lease)
-        held._set("_settled", True)
-        return done
+        """Done: delete the job (:meth:`Job.finish`). False if the lease was lost (it expired
+        and the job was taken again, or the job was already settled)."""
+        return self._held(job).finish()
 
     def fail(
         self, job: Job, error: str | BaseException = "", *, retry_in: float = 0.0
     ) -> str | None:
-        """This attempt failed; ``error`` (a str, or an exception, stored as its repr) is kept
-        with the job.
+        """This attempt failed (:meth:`Job.fail`); ``error`` (a str, or an exception, stored as
+        its repr) is kept with the job.
 
         :param retry_in: seconds before the retry may be taken
         :return: ``'ready'`` if it will be retried, ``'dead'`` if it used its attempts and went
             to the dead-letter list, None if the lease was lost
         """
-        held = self._held(job)
-        text = _error_text(error)
-        delay = _seconds("retry_in", retry_in)
-        if held._settled:
-            return None
-        state = self._cache._job_fail(held.id, held._lease, text, delay)
-        held._set("_settled", True)
-        return state
+        return self._held(job).fail(error, retry_in)
 
     def extend(self, job: Job, lease: float | None = None) -> bool:
-        """Heartbeat: the lease now ends ``lease`` seconds from now (default: the queue's
-        lease); updates ``job.lease_deadline``. False if the lease was lost."""
-        held = self._held(job)
-        length = self._lease if lease is None else _seconds("lease", lease)
-        if held._settled:
-            return False
-        deadline = self._cache._job_extend(held.id, held._lease, length)
-        if deadline is None:
-            held._set("_settled", True)
-            return False
-        held._set("lease_deadline", deadline)
-        return True
+        """Heartbeat (:meth:`Job.extend`): the lease now ends ``lease`` seconds from now
+        (default: the queue's lease); updates ``job.lease_deadline``. False if the lease was
+        lost."""
+        return self._held(job).extend(lease)
 
     def release(self, job: Job, *, delay: float = 0.0) -> bool:
-        """Give the job back, ready again after ``delay`` seconds; the attempt is not
-        counted. False if the lease was lost."""
-        held = self._held(job)
-        seconds = _seconds("delay", delay)
-        if held._settled:
-            return False
-        released = self._cache._job_release(held.id, held._lease, seconds)
-        held._set("_settled", True)
-        return released
+        """Give the job back (:meth:`Job.release`), ready again after ``delay`` seconds; the
+        attempt is not counted. False if the lease was lost."""
+        return self._held(job).release(delay)
 
     # ---- maintenance and inspection -------------------------------------------------------
 
@@ -630,7 +314,7 @@ class JobQueue:
         names = self._queues if queue is None else (_queue_name("queue", queue),)
         found: list[JobInfo] = []
         for name in names:
-            found.extend(JobInfo(*row) for row in self._cache._job_dead(name, 0, count))
+            found.extend(self._cache._job_dead(name, 0, count))
         found.sort(key=lambda info: info.id)
         return found[:count]
 
@@ -645,8 +329,7 @@ class JobQueue:
 
     def get(self, job_id: int) -> JobInfo | None:
         """A job by id, in any state; None if there is none."""
-        row = self._cache._job_info(_job_id(job_id))
-        return None if row is None else JobInfo(*row)
+        return self._cache._job_info(_job_id(job_id))
 
     def counts(self, queue: str | None = None) -> JobCounts:
         """Jobs by state: of ``queue``, or summed over this queue's names."""

@@ -44,6 +44,8 @@ fn platform_backends(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>>
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<core::CacheCore>()?;
     m.add_class::<iter::KeyIterator>()?;
+    m.add_class::<jobs::Job>()?;
+    m.add_class::<jobs::JobInfo>()?;
     m.add_function(wrap_pyfunction!(pyobj::set_registry, m)?)?;
     m.add_function(wrap_pyfunction!(claim_fanout, m)?)?;
     m.add_function(wrap_pyfunction!(platform_backends, m)?)?;

@@ -217,7 +217,7 @@ pub(crate) enum Decoded {
     Failed(PyErr),
 }
 
-fn classify(py: Python<'_>, err: PyErr) -> Decoded {
+pub(crate) fn classify(py: Python<'_>, err: PyErr) -> Decoded {
     if Exc::CorruptValue.matches(py, &err) {
         Decoded::Damaged(err)
     } else if Exc::DecodeError.matches(py, &err) {
@@ -237,11 +237,16 @@ fn settle(py: Python<'_>, built: PyResult<Bound<'_, PyAny>>) -> Decoded {
 /// Decode a candidate. Call it with the GIL released: the safe format is decoded first, and
 /// Python is re-attached only to build objects.
 pub(crate) fn decode_candidate(c: &Candidate, pickle: bool) -> Decoded {
-    let entry = match &c.entry {
-        Ok(entry) => entry,
-        Err(e) => return Python::attach(|py| classify(py, to_py_ref(py, e))),
-    };
-    match &entry.value {
+    match &c.entry {
+        Ok(entry) => decode_stored(&entry.value, pickle),
+        Err(e) => Python::attach(|py| classify(py, to_py_ref(py, e))),
+    }
+}
+
+/// Decode a stored value that was loaded whole (a queue item's, a job's), with the GIL
+/// released as for [`decode_candidate`].
+pub(crate) fn decode_stored(value: &StoredValue, pickle: bool) -> Decoded {
+    match value {
         StoredValue::Int(_)
         | StoredValue::Float(_)
         | StoredValue::Str(_)
@@ -260,7 +265,7 @@ pub(crate) fn decode_candidate(c: &Candidate, pickle: bool) -> Decoded {
         StoredValue::File(handle) => Python::attach(|py| {
             settle(py, fetched_to_py(py, Fetched::File(handle.clone()), pickle))
         }),
-        // Only `get_deferred` defers; queue reads load values whole.
+        // Only `get_deferred` defers; queue and job reads load values whole.
         StoredValue::Deferred(_) => Python::attach(|py| {
             settle(
                 py,
@@ -410,7 +415,7 @@ pub(crate) fn pull<'py>(
             }
         };
         // On an engine error the transaction rolled back: what `decide` built is dropped.
-        let taken = cache.pull_many(prefix, side, n, &mut decide)?;
+        let taken = cache.queue(prefix).pull_many(side, n, &mut decide)?;
         logged_unreadable |= lines.iter().any(|line| !line.removed);
         logs.append(&mut lines);
         let done = !taken.is_empty() || error.is_some();
@@ -450,7 +455,7 @@ pub(crate) fn peek<'py>(
     let pickle = h.pickle;
     let mut stuck: Option<Key> = None;
     loop {
-        let found = crate::core::run(py, retry, || cache.peek(prefix, side))?;
+        let found = crate::core::run(py, retry, || cache.queue(prefix).peek(side))?;
         let Some(candidate) = found else {
             return Ok(None);
         };
@@ -502,7 +507,10 @@ pub(crate) fn peek<'py>(
                         _ => Verdict::Leave,
                     }
                 };
-                cache.pull_many(prefix, side, 1, &mut decide).map(|_| ())
+                cache
+                    .queue(prefix)
+                    .pull_many(side, 1, &mut decide)
+                    .map(|_| ())
             });
             match result {
                 Ok(()) => break lines,
@@ -593,11 +601,15 @@ impl CacheCore {
             // bytes (which the engine still writes to a value file when it is large).
             let data = read_whole_file(py, value)?;
             let v = ValueRef::Bytes(data.as_bytes());
-            run(py, retry.0, || cache.push(prefix, v, side.0, &options))?
+            run(py, retry.0, || {
+                cache.queue(prefix).push(v, side.0, &options)
+            })?
         } else {
             let prepared = prepare_value(py, value, &h.ctx())?;
             let v = prepared.as_ref();
-            run(py, retry.0, || cache.push(prefix, v, side.0, &options))?
+            run(py, retry.0, || {
+                cache.queue(prefix).push(v, side.0, &options)
+            })?
         };
         key_to_py(py, key, h.pickle)
     }
@@ -630,7 +642,7 @@ impl CacheCore {
         let cache = &*h.cache;
         let prefix = prefix.0.as_deref();
         let keys = run(py, retry.0, || {
-            cache.push_many(prefix, &refs, side.0, &options)
+            cache.queue(prefix).push_many(&refs, side.0, &options)
         })?;
         let out = PyList::empty(py);
         for key in keys {

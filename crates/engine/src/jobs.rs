@@ -6,7 +6,7 @@
 //! finishing, failing, extending or releasing a job names the lease it holds, so a worker whose
 //! lease expired and was taken over cannot touch the new holder's job.
 
-use crate::cache::{now, Cache, Inline, Prepared};
+use crate::cache::{now, Cache, Prepared, ValueColumns};
 use crate::error::SqlContext;
 use crate::files::Found;
 use crate::statements::Db;
@@ -144,14 +144,40 @@ fn check_seconds(name: &str, v: f64) -> Result<()> {
     Ok(())
 }
 
+/// What a take's caller decides about a job it is offered, inside the take's transaction (so
+/// no other worker can take the job meanwhile).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TakeVerdict {
+    /// Lease it: this caller holds it now.
+    Take,
+    /// Leave it ready, untouched and with its attempt not counted (this process cannot read
+    /// its value; another may).
+    Leave,
+    /// Send it to the dead-letter list with this error (no build could read its value).
+    Bury(String),
+}
+
+/// The leased jobs of a cache directory: their own table, which the cache's eviction, `clear`
+/// and `len` never touch. Get one with [`Cache::jobs`]; it is a borrowed view, free to make.
+pub struct Jobs<'c> {
+    cache: &'c Cache,
+}
+
 impl Cache {
+    /// The directory's leased jobs.
+    pub fn jobs(&self) -> Jobs<'_> {
+        Jobs { cache: self }
+    }
+}
+
+impl Jobs<'_> {
     /// Enqueue a job. Returns its lasting id (or, for a duplicate unique key, the existing job's).
-    pub fn job_put(&self, queue: &str, value: ValueRef<'_>, options: &JobOptions) -> Result<Put> {
+    pub fn put(&self, queue: &str, value: ValueRef<'_>, options: &JobOptions) -> Result<Put> {
         check_queue(queue)?;
         check_seconds("delay", options.delay)?;
-        let (prepared, file) = self.prepare(value)?;
+        let (prepared, file) = self.cache.prepare(value)?;
         let new_file = prepared.file.clone();
-        self.write(file, |db, unlink| {
+        self.cache.write(file, |db, unlink| {
             if let Some(u) = &options.unique {
                 let existing: Option<i64> = db
                     .held("SELECT id FROM jobs WHERE queue = ?1 AND dedupe = ?2 AND state < 2")
@@ -169,7 +195,7 @@ impl Cache {
     }
 
     /// Enqueue many jobs of one queue in one transaction.
-    pub fn job_put_many(
+    pub fn put_many(
         &self,
         queue: &str,
         values: &[ValueRef<'_>],
@@ -182,8 +208,8 @@ impl Cache {
                 "unique: one unique key cannot name several jobs; put them one by one",
             ));
         }
-        let (prepared, files, lock) = self.prepare_many(values)?;
-        let result = self.write(None, |db, _| {
+        let (prepared, files, lock) = self.cache.prepare_many(values)?;
+        let result = self.cache.write(None, |db, _| {
             drop(lock);
             let now = now();
             prepared
@@ -191,17 +217,35 @@ impl Cache {
                 .map(|p| insert_job(db, queue, p, now + options.delay, options, now))
                 .collect()
         });
-        self.settle_new_files(files, result.is_ok())?;
+        self.cache.settle_new_files(files, result.is_ok())?;
         result
     }
 
     /// Lease up to `n` ready jobs for `lease` seconds, trying `queues` in order (the first is the
     /// most urgent). Leases that expired in those queues are requeued (or sent to the dead-letter
     /// list) first.
-    pub fn job_take(&self, queues: &[&str], lease: f64, n: usize) -> Result<Vec<Job>> {
+    ///
+    /// Every job offered is leased, including one whose value cannot be read (its `value` is
+    /// the error; fail, release or bury it). See [`Jobs::take_deciding`] to decide per job.
+    pub fn take(&self, queues: &[&str], lease: f64, n: usize) -> Result<Vec<Job>> {
+        self.take_deciding(queues, lease, n, &mut |_| TakeVerdict::Take)
+    }
+
+    /// [`Jobs::take`], where `decide` sees each due job, value loaded, inside the take's
+    /// transaction, and says whether to lease it, leave it ready (its attempt not counted), or
+    /// bury it. The job it is shown carries the attempt count and lease number it would get.
+    /// Returns the jobs taken, at most `n`; a job left or buried does not count towards `n`,
+    /// and the take does not look past the first `n` due jobs of a queue for replacements.
+    pub fn take_deciding(
+        &self,
+        queues: &[&str],
+        lease: f64,
+        n: usize,
+        decide: &mut dyn FnMut(&Job) -> TakeVerdict,
+    ) -> Result<Vec<Job>> {
         queues.iter().try_for_each(|q| check_queue(q))?;
         check_seconds("lease", lease)?;
-        let rows = self.write(None, |db, _| {
+        self.cache.write(None, |db, _| {
             let now = now();
             let mut taken = Vec::new();
             for queue in queues {
@@ -209,49 +253,59 @@ impl Cache {
                 if taken.len() >= n {
                     continue;
                 }
-                let ids: Vec<i64> = db
-                    .held(
-                        "SELECT id FROM jobs WHERE queue = ?1 AND state = 0 AND due <= ?2 ORDER BY due, id LIMIT CAST(?3 AS INTEGER)",
-                    )
+                let rows: Vec<JobRow> = db
+                    .prepare_cached(&format!(
+                        "SELECT {JOB_COLUMNS} FROM jobs WHERE queue = ?1 AND state = 0 AND due <= ?2 \
+                         ORDER BY due, id LIMIT CAST(?3 AS INTEGER)"
+                    ))
                     .and_then(|mut st| {
-                        st.query_map(params![queue, now, (n - taken.len()) as i64], |r| r.get(0))?.collect()
+                        st.query_map(params![queue, now, (n - taken.len()) as i64], job_row)?
+                            .collect()
                     })
                     .ctx("taking a job")?;
-                for id in ids {
-                    let row = db
-                        .held(
-                            "UPDATE jobs SET state = 1, due = ?2, attempts = attempts + 1, lease = lease + 1 WHERE id = ?1 \
-                             RETURNING id, queue, state, due, attempts, max_attempts, created, error, dedupe, kind, crc, filename, value, lease, size",
-                        )
-                        .and_then(|mut st| st.query_row(params![id, now + lease], job_row))
-                        .ctx("taking a job")?;
-                    taken.push(row);
+                for row in rows {
+                    let id = row.id;
+                    let job = Job {
+                        id,
+                        queue: row.queue,
+                        attempts: row.attempts.saturating_add(1),
+                        lease: row.lease + 1,
+                        max_attempts: row.max_attempts,
+                        lease_deadline: now + lease,
+                        created: row.created,
+                        error: row.error,
+                        value: self.value(id, row.stored),
+                    };
+                    match decide(&job) {
+                        TakeVerdict::Take => {
+                            db.held(
+                                "UPDATE jobs SET state = 1, due = ?2, attempts = attempts + 1, \
+                                 lease = lease + 1 WHERE id = ?1",
+                            )
+                            .and_then(|mut st| st.execute(params![id, job.lease_deadline]))
+                            .ctx("taking a job")?;
+                            taken.push(job);
+                        }
+                        TakeVerdict::Leave => {}
+                        TakeVerdict::Bury(error) => {
+                            // The attempt that found the value unreadable is counted.
+                            db.held(
+                                "UPDATE jobs SET state = 2, due = ?2, attempts = attempts + 1, \
+                                 lease = lease + 1, error = ?3 WHERE id = ?1",
+                            )
+                            .and_then(|mut st| st.execute(params![id, now, error]))
+                            .ctx("burying a job")?;
+                        }
+                    }
                 }
             }
             Ok(taken)
-        })?;
-        Ok(rows
-            .into_iter()
-            .map(|r| {
-                let value = self.job_value(&r);
-                Job {
-                    id: r.id,
-                    queue: r.queue,
-                    attempts: r.attempts,
-                    lease: r.lease,
-                    max_attempts: r.max_attempts,
-                    lease_deadline: r.due,
-                    created: r.created,
-                    error: r.error,
-                    value,
-                }
-            })
-            .collect())
+        })
     }
 
     /// Finish a job: it is deleted. False if `lease_id` no longer holds the lease.
-    pub fn job_finish(&self, id: i64, lease_id: i64) -> Result<bool> {
-        self.freeing(|db, unlink| {
+    pub fn finish(&self, id: i64, lease_id: i64) -> Result<bool> {
+        self.cache.freeing(|db, unlink| {
             let gone: Option<Option<String>> = db
                 .held("DELETE FROM jobs WHERE id = ?1 AND state = 1 AND lease = ?2 RETURNING filename")
                 .and_then(|mut st| st.query_row(params![id, lease_id], |r| r.get(0)).optional())
@@ -262,7 +316,7 @@ impl Cache {
 
     /// Fail an attempt. The job is retried after `retry_in` seconds, or goes to the dead-letter
     /// list once it has used `max_attempts`. `None` if `lease_id` no longer holds the lease.
-    pub fn job_fail(
+    pub fn fail(
         &self,
         id: i64,
         lease_id: i64,
@@ -270,7 +324,7 @@ impl Cache {
         retry_in: f64,
     ) -> Result<Option<JobState>> {
         check_seconds("retry_in", retry_in)?;
-        self.write(None, |db, _| {
+        self.cache.write(None, |db, _| {
             let state: Option<i64> = db
                 .held(
                     "UPDATE jobs SET state = CASE WHEN max_attempts > 0 AND attempts >= max_attempts THEN 2 ELSE 0 END, \
@@ -285,9 +339,9 @@ impl Cache {
 
     /// Extend a lease to `lease` seconds from now (a heartbeat). Returns the new deadline, or
     /// `None` if `lease_id` no longer holds the lease.
-    pub fn job_extend(&self, id: i64, lease_id: i64, lease: f64) -> Result<Option<f64>> {
+    pub fn extend(&self, id: i64, lease_id: i64, lease: f64) -> Result<Option<f64>> {
         check_seconds("lease", lease)?;
-        self.write(None, |db, _| {
+        self.cache.write(None, |db, _| {
             let deadline = now() + lease;
             let n = db
                 .held("UPDATE jobs SET due = ?3 WHERE id = ?1 AND state = 1 AND lease = ?2")
@@ -298,9 +352,9 @@ impl Cache {
     }
 
     /// Give a job back without counting the attempt, ready again after `delay` seconds.
-    pub fn job_release(&self, id: i64, lease_id: i64, delay: f64) -> Result<bool> {
+    pub fn release(&self, id: i64, lease_id: i64, delay: f64) -> Result<bool> {
         check_seconds("delay", delay)?;
-        self.write(None, |db, _| {
+        self.cache.write(None, |db, _| {
             let n = db
                 .held(
                     "UPDATE jobs SET state = 0, due = ?3, attempts = attempts - 1 WHERE id = ?1 AND state = 1 AND lease = ?2",
@@ -313,11 +367,11 @@ impl Cache {
 
     /// Requeue every expired lease of `queue` (or of every queue), or send it to the
     /// dead-letter list if it has used its attempts.
-    pub fn job_sweep(&self, queue: Option<&str>) -> Result<Swept> {
+    pub fn sweep(&self, queue: Option<&str>) -> Result<Swept> {
         if let Some(q) = queue {
             check_queue(q)?;
         }
-        self.write(None, |db, _| {
+        self.cache.write(None, |db, _| {
             let now = now();
             match queue {
                 Some(q) => sweep_queue(db, q, now),
@@ -339,8 +393,8 @@ impl Cache {
     }
 
     /// Counts of one queue's jobs by state.
-    pub fn job_counts(&self, queue: &str) -> Result<JobCounts> {
-        self.read(|db| {
+    pub fn counts(&self, queue: &str) -> Result<JobCounts> {
+        self.cache.read(|db| {
             let now = now();
             let mut stmt = db
                 .held(
@@ -366,31 +420,31 @@ impl Cache {
     }
 
     /// One job by id, in any state.
-    pub fn job_info(&self, id: i64) -> Result<Option<JobInfo>> {
-        let row = self.read(|db| {
+    pub fn info(&self, id: i64) -> Result<Option<JobInfo>> {
+        let row = self.cache.read(|db| {
             db.prepare_cached(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1"))
                 .and_then(|mut st| st.query_row([id], job_row).optional())
                 .ctx("reading a job")
         })?;
-        Ok(row.map(|r| self.job_info_from(r)))
+        Ok(row.map(|r| self.info_from(r)))
     }
 
     /// Dead jobs of a queue, oldest death first, after id `after` (for paging).
-    pub fn job_dead(&self, queue: &str, after: i64, limit: usize) -> Result<Vec<JobInfo>> {
-        let rows = self.read(|db| {
+    pub fn dead(&self, queue: &str, after: i64, limit: usize) -> Result<Vec<JobInfo>> {
+        let rows = self.cache.read(|db| {
             db.prepare_cached(&format!(
                 "SELECT {JOB_COLUMNS} FROM jobs WHERE queue = ?1 AND state = 2 AND id > ?2 ORDER BY id LIMIT CAST(?3 AS INTEGER)"
             ))
             .and_then(|mut st| st.query_map(params![queue, after, limit as i64], job_row)?.collect::<rusqlite::Result<Vec<_>>>())
             .ctx("listing dead jobs")
         })?;
-        Ok(rows.into_iter().map(|r| self.job_info_from(r)).collect())
+        Ok(rows.into_iter().map(|r| self.info_from(r)).collect())
     }
 
     /// Send a leased job straight to the dead-letter list (its value can never be read, say).
     /// False if `lease_id` no longer holds the lease.
-    pub fn job_bury(&self, id: i64, lease_id: i64, error: &str) -> Result<bool> {
-        self.write(None, |db, _| {
+    pub fn bury(&self, id: i64, lease_id: i64, error: &str) -> Result<bool> {
+        self.cache.write(None, |db, _| {
             let n = db
                 .held("UPDATE jobs SET state = 2, due = ?3, error = ?4 WHERE id = ?1 AND state = 1 AND lease = ?2")
                 .and_then(|mut st| st.execute(params![id, lease_id, now(), error]))
@@ -400,9 +454,9 @@ impl Cache {
     }
 
     /// Put a dead job back in its queue with its attempts reset. False if it is not dead.
-    pub fn job_requeue(&self, id: i64, delay: f64) -> Result<bool> {
+    pub fn requeue(&self, id: i64, delay: f64) -> Result<bool> {
         check_seconds("delay", delay)?;
-        self.write(None, |db, _| {
+        self.cache.write(None, |db, _| {
             let n = db
                 .held("UPDATE jobs SET state = 0, due = ?2, attempts = 0 WHERE id = ?1 AND state = 2")
                 .and_then(|mut st| st.execute(params![id, now() + delay]))
@@ -419,8 +473,8 @@ impl Cache {
     }
 
     /// Delete a job in any state. False if there was none.
-    pub fn job_delete(&self, id: i64) -> Result<bool> {
-        self.freeing(|db, unlink| {
+    pub fn delete(&self, id: i64) -> Result<bool> {
+        self.cache.freeing(|db, unlink| {
             let gone: Option<Option<String>> = db
                 .held("DELETE FROM jobs WHERE id = ?1 RETURNING filename")
                 .and_then(|mut st| st.query_row([id], |r| r.get(0)).optional())
@@ -429,36 +483,19 @@ impl Cache {
         })
     }
 
-    fn job_value(&self, r: &JobRow) -> Result<StoredValue, JobValueError> {
-        let mut row = crate::cache::Row {
-            rowid: r.id,
-            expire_time: None,
-            tag: None,
-            kind: r.kind,
-            crc: r.crc,
-            filename: r.filename.clone(),
-            size: r.size,
-            inline: match &r.inline {
-                Inline::Null => Inline::Null,
-                Inline::Int(i) => Inline::Int(*i),
-                Inline::Float(f) => Inline::Float(*f),
-                Inline::Text(t) => Inline::Text(t.clone()),
-                Inline::Blob(b) => Inline::Blob(b.clone()),
-            },
-        };
-        match self.load(&mut row, false) {
+    fn value(&self, id: i64, stored: ValueColumns) -> Result<StoredValue, JobValueError> {
+        match self.cache.load_columns(id, stored) {
             Ok(Found::Yes(v)) => Ok(v),
             Ok(Found::Missing) => Err(JobValueError::Corrupt(format!(
-                "the value file of job {} is missing",
-                r.id
+                "the value file of job {id} is missing"
             ))),
             Err(Error::Corrupt(m)) => Err(JobValueError::Corrupt(m)),
             Err(e) => Err(JobValueError::Unreadable(e.to_string())),
         }
     }
 
-    fn job_info_from(&self, r: JobRow) -> JobInfo {
-        let value = self.job_value(&r);
+    fn info_from(&self, r: JobRow) -> JobInfo {
+        let value = self.value(r.id, r.stored);
         JobInfo {
             id: r.id,
             queue: r.queue,
@@ -478,8 +515,10 @@ impl Cache {
     }
 }
 
+/// A job's columns; the last five are the value's, in the order [`ValueColumns`] reads them.
 const JOB_COLUMNS: &str =
-    "id, queue, state, due, attempts, max_attempts, created, error, dedupe, kind, crc, filename, value, lease, size";
+    "id, queue, state, due, attempts, max_attempts, created, error, dedupe, lease, kind, crc, filename, value, size";
+const VALUE_FROM: usize = 10;
 
 struct JobRow {
     id: i64,
@@ -491,17 +530,12 @@ struct JobRow {
     created: f64,
     error: Option<String>,
     dedupe: Option<String>,
-    kind: i64,
-    crc: u32,
-    filename: Option<String>,
-    inline: Inline,
     lease: i64,
-    /// The value file's length, checked against the file before it is read (D-035).
-    size: i64,
+    /// Its value, loaded through the cache (which checks a value file's length, D-035).
+    stored: ValueColumns,
 }
 
 fn job_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRow> {
-    use rusqlite::types::ValueRef as Sql;
     Ok(JobRow {
         id: r.get(0)?,
         queue: r.get(1)?,
@@ -512,18 +546,8 @@ fn job_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRow> {
         created: r.get(6)?,
         error: r.get(7)?,
         dedupe: r.get(8)?,
-        kind: r.get(9)?,
-        crc: r.get::<_, i64>(10)? as u32,
-        filename: r.get(11)?,
-        inline: match r.get_ref(12)? {
-            Sql::Null => Inline::Null,
-            Sql::Integer(i) => Inline::Int(i),
-            Sql::Real(f) => Inline::Float(f),
-            Sql::Text(t) => Inline::Text(t.to_vec()),
-            Sql::Blob(b) => Inline::Blob(b.to_vec()),
-        },
-        lease: r.get(13)?,
-        size: r.get(14)?,
+        lease: r.get(9)?,
+        stored: ValueColumns::from_row(r, VALUE_FROM)?,
     })
 }
 
@@ -561,4 +585,18 @@ fn sweep_queue(db: &Db, queue: &str, now: f64) -> Result<Swept> {
         requeued: states.len() as u64 - dead,
         dead,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_jobs_value_columns_are_the_caches() {
+        let value =
+            &super::JOB_COLUMNS[super::JOB_COLUMNS.len() - crate::cache::VALUE_COLUMNS.len()..];
+        assert_eq!(value, crate::cache::VALUE_COLUMNS);
+        assert_eq!(
+            super::JOB_COLUMNS.split(", ").nth(super::VALUE_FROM),
+            Some("kind")
+        );
+    }
 }

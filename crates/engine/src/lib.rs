@@ -39,9 +39,11 @@ mod vfs;
 
 pub use cache::{Cache, Incr, OpenOptions, WriteOptions, DB_NAME, FORMAT_VERSION};
 pub use error::{Error, Result};
-pub use jobs::{Job, JobCounts, JobInfo, JobOptions, JobState, JobValueError, Put, Swept};
+pub use jobs::{
+    Job, JobCounts, JobInfo, JobOptions, JobState, JobValueError, Jobs, Put, Swept, TakeVerdict,
+};
 pub use key::{Key, Scalar, Side};
 pub use layout::{claim_fanout, fanout_shards, FANOUT_MARKER};
-pub use queue::{Candidate, Verdict, QUEUE_MAX, QUEUE_START};
+pub use queue::{Candidate, Queue, Verdict, QUEUE_MAX, QUEUE_START};
 pub use settings::{EvictionPolicy, SettingValue, Settings, SETTING_NAMES};
 pub use stored::{checksum, Entry, Kind, StoredValue, ValueFile, ValueHandle, ValueRef};

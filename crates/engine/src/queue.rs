@@ -4,9 +4,8 @@
 //! an int in `0..=999_999_999_999_999` without a prefix. Other keys that sort inside the range
 //! are stepped over, never pulled or numbered.
 
-use crate::cache::{apply_delta, now, Cache, Delta, Fresh, Stamp};
+use crate::cache::{apply_delta, entry_select, now, Cache, Delta, Fresh, Placed, Stamp};
 use crate::error::SqlContext;
-use crate::files::Found;
 use crate::key::{Key, Scalar, Side};
 use crate::statements::Db;
 use crate::stored::{Entry, ValueRef};
@@ -41,14 +40,6 @@ pub struct Candidate {
     /// rolled back and run again (a removal on a full disk, D-039). A caller that keeps state
     /// across the candidates of one pull starts it over when this changes.
     pub attempt: u32,
-}
-
-/// The live item at one end of a queue, with what deleting it needs.
-struct Front {
-    rowid: i64,
-    size: i64,
-    filename: Option<String>,
-    candidate: Candidate,
 }
 
 /// A queue's key range and shape filter, bound into SQL.
@@ -122,22 +113,36 @@ pub(crate) fn check_prefix(prefix: Option<&str>) -> Result<()> {
     Ok(())
 }
 
+/// The queue named by a prefix, on a cache's keys: get one with [`Cache::queue`]. It is a
+/// borrowed view, free to make; its items are ordinary cache entries, so `get`, `delete` and
+/// the cache's expiry see them too.
+pub struct Queue<'c> {
+    cache: &'c Cache,
+    prefix: Option<&'c str>,
+    range: Range,
+}
+
 impl Cache {
-    /// Push onto one end of the queue named by `prefix`. Returns the item's key.
-    pub fn push(
-        &self,
-        prefix: Option<&str>,
-        value: ValueRef<'_>,
-        side: Side,
-        options: &WriteOptions,
-    ) -> Result<Key> {
-        check_prefix(prefix)?;
-        let (prepared, file) = self.prepare(value)?;
-        let range = Range::new(prefix);
+    /// The queue of the keys `"{prefix}-"` + 15 digits, or of int keys without a prefix.
+    pub fn queue<'c>(&'c self, prefix: Option<&'c str>) -> Queue<'c> {
+        Queue {
+            cache: self,
+            prefix,
+            range: Range::new(prefix),
+        }
+    }
+}
+
+impl Queue<'_> {
+    /// Push onto one end of the queue. Returns the item's key.
+    pub fn push(&self, value: ValueRef<'_>, side: Side, options: &WriteOptions) -> Result<Key> {
+        check_prefix(self.prefix)?;
+        let cache = self.cache;
+        let (prepared, file) = cache.prepare(value)?;
         let stamp = Stamp::new(options);
-        self.write(file, |db, unlink| {
-            let key = next_key(db, &range, side)?;
-            self.store(db, &key, &prepared, &stamp, Fresh::Known, unlink)?;
+        cache.write(file, |db, unlink| {
+            let key = next_key(db, &self.range, side)?;
+            cache.store(db, &key, &prepared, &stamp, Fresh::Known, unlink)?;
             Ok(key)
         })
     }
@@ -145,29 +150,28 @@ impl Cache {
     /// Push many values in one transaction, in order. Returns their keys.
     pub fn push_many(
         &self,
-        prefix: Option<&str>,
         values: &[ValueRef<'_>],
         side: Side,
         options: &WriteOptions,
     ) -> Result<Vec<Key>> {
-        check_prefix(prefix)?;
-        let (prepared, files, lock) = self.prepare_many(values)?;
-        let range = Range::new(prefix);
+        check_prefix(self.prefix)?;
+        let cache = self.cache;
+        let (prepared, files, lock) = cache.prepare_many(values)?;
         let stamp = Stamp::new(options);
-        let result = self.write(None, |db, unlink| {
+        let result = cache.write(None, |db, unlink| {
             drop(lock);
             let mut delta = Delta::default();
             let mut keys = Vec::with_capacity(values.len());
             for p in &prepared {
-                let key = next_key(db, &range, side)?;
-                self.upsert(db, &key, p, &stamp, Fresh::Known, unlink, &mut delta)?;
+                let key = next_key(db, &self.range, side)?;
+                cache.upsert(db, &key, p, &stamp, Fresh::Known, unlink, &mut delta)?;
                 keys.push(key);
             }
-            self.cull_in(db, stamp.now, unlink, &mut delta)?;
+            cache.cull_in(db, stamp.now, unlink, &mut delta)?;
             apply_delta(db, &delta)?;
             Ok(keys)
         });
-        self.settle_new_files(files, result.is_ok())?;
+        cache.settle_new_files(files, result.is_ok())?;
         result
     }
 
@@ -176,37 +180,29 @@ impl Cache {
     /// the queue is empty or `decide` stopped.
     pub fn pull(
         &self,
-        prefix: Option<&str>,
         side: Side,
         decide: &mut dyn FnMut(&Candidate) -> Verdict,
     ) -> Result<Option<(Key, Entry)>> {
-        Ok(self.pull_many(prefix, side, 1, decide)?.pop())
+        Ok(self.pull_many(side, 1, decide)?.pop())
     }
 
     /// Pull up to `n` items in one transaction.
     pub fn pull_many(
         &self,
-        prefix: Option<&str>,
         side: Side,
         n: usize,
         decide: &mut dyn FnMut(&Candidate) -> Verdict,
     ) -> Result<Vec<(Key, Entry)>> {
-        check_prefix(prefix)?;
-        let range = Range::new(prefix);
+        check_prefix(self.prefix)?;
+        let cache = self.cache;
         let mut attempts = 0u32;
-        self.freeing(|db, unlink| {
+        cache.freeing(|db, unlink| {
             let attempt = attempts;
             attempts += 1;
             let mut taken = Vec::new();
             let mut delta = Delta::default();
             while taken.len() < n {
-                let Some(Front {
-                    rowid,
-                    size,
-                    filename,
-                    mut candidate,
-                }) = self.front(db, &range, side)?
-                else {
+                let Some((placed, mut candidate)) = self.front(db, side)? else {
                     break;
                 };
                 candidate.attempt = attempt;
@@ -214,7 +210,7 @@ impl Cache {
                 if verdict == Verdict::Leave {
                     break;
                 }
-                crate::cache::delete_rowid(db, rowid, filename, size, unlink, &mut delta)?;
+                cache.remove_placed(db, placed, unlink, &mut delta)?;
                 match (verdict, candidate.entry) {
                     (Verdict::Take, Ok(entry)) => taken.push((candidate.key, entry)),
                     (Verdict::DropAndContinue, _) => continue,
@@ -227,10 +223,10 @@ impl Cache {
     }
 
     /// The live item at one end of the queue, left in place. Takes no write lock.
-    pub fn peek(&self, prefix: Option<&str>, side: Side) -> Result<Option<Candidate>> {
-        check_prefix(prefix)?;
-        let range = Range::new(prefix);
-        self.read_remembering(|db, recent, header| {
+    pub fn peek(&self, side: Side) -> Result<Option<Candidate>> {
+        check_prefix(self.prefix)?;
+        let prefix = self.prefix;
+        self.cache.read_remembering(|db, recent, header| {
             if let Some(h) = &header {
                 if let Some(item) = recent.front(h, prefix, side, now()) {
                     return Ok(item.map(|(key, e)| Candidate {
@@ -240,7 +236,7 @@ impl Cache {
                     }));
                 }
             }
-            let found = self.front(db, &range, side)?.map(|f| f.candidate);
+            let found = self.front(db, side)?.map(|(_, candidate)| candidate);
             if let Some(h) = header {
                 match &found {
                     None => recent.put_front(h, prefix, side, None),
@@ -258,72 +254,25 @@ impl Cache {
 
     /// Remove a damaged item found by `peek` (the caller saw its error); true if it was still there.
     pub fn discard(&self, key: &Key) -> Result<bool> {
-        self.freeing(|db, unlink| {
-            let (k, raw) = crate::cache::key_sql(key);
-            let gone: Option<(i64, Option<String>, i64)> = db
-                .held(
-                    "DELETE FROM cache WHERE key = ?1 AND raw = ?2 RETURNING rowid, filename, size",
-                )
-                .and_then(|mut st| {
-                    st.query_row(params![k, raw], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                        .optional()
-                })
-                .ctx("removing a damaged item")?;
-            let Some((_, filename, size)) = gone else {
-                return Ok(false);
-            };
-            let delta = Delta {
-                count: -1,
-                size: -size,
-            };
-            unlink.extend(filename);
-            apply_delta(db, &delta)?;
-            Ok(true)
-        })
+        self.cache.remove_damaged(key)
     }
 
-    /// The first live item of the queue at `side`: (rowid, size, filename, candidate).
-    fn front(&self, db: &Db, range: &Range, side: Side) -> Result<Option<Front>> {
-        let sql = statement(QueueSql::Front, range, side);
-        let [a, b, c, d] = range.args();
-        let row = db
-            .held(sql)
-            .and_then(|mut st| {
-                st.query_row(params![a, b, c, d, now()], |r| {
-                    Ok((
-                        crate::cache::row_from(r)?,
-                        crate::cache::key_from(r.get_ref(8)?, 1),
-                    ))
-                })
-                .optional()
-            })
-            .ctx("reading the front of a queue")?;
-        let Some((row, key)) = row else {
-            return Ok(None);
-        };
-        let mut row = row?;
-        let key = key?;
-        let entry = match self.load(&mut row, false) {
-            Ok(Found::Yes(value)) => Ok(Entry {
-                value,
-                expire_time: row.expire_time,
-                tag: row.tag.clone(),
-            }),
-            Ok(Found::Missing) => Err(Error::corrupt(format!(
-                "the value file {:?} of queue item {key:?} is missing",
-                row.filename.as_deref().unwrap_or("")
-            ))),
-            Err(e) => Err(e),
-        };
-        Ok(Some(Front {
-            rowid: row.rowid,
-            size: row.size,
-            filename: row.filename.clone(),
-            candidate: Candidate {
-                key,
-                entry,
-                attempt: 0,
-            },
+    /// The first live item of the queue at `side`, with where it is stored.
+    fn front(&self, db: &Db, side: Side) -> Result<Option<(Placed, Candidate)>> {
+        let sql = statement(QueueSql::Front, &self.range, side);
+        let [a, b, c, d] = self.range.args();
+        let found = self
+            .cache
+            .first_entry(db, sql, params![a, b, c, d, now()])?;
+        Ok(found.map(|(placed, key, entry)| {
+            (
+                placed,
+                Candidate {
+                    key,
+                    entry,
+                    attempt: 0,
+                },
+            )
         }))
     }
 }
@@ -384,10 +333,9 @@ fn statement(which: QueueSql, range: &Range, side: Side) -> &'static str {
                     let filter = Range::filter_for(prefixed);
                     let order = side.order();
                     texts.push(match which {
-                        QueueSql::Front => format!(
-                            "SELECT {}, key FROM cache WHERE {filter} AND (expire_time IS NULL OR expire_time > ?5) ORDER BY key {order} LIMIT 1",
-                            crate::cache::ROW_COLUMNS,
-                        ),
+                        QueueSql::Front => entry_select(&format!(
+                            "{filter} AND (expire_time IS NULL OR expire_time > ?5) ORDER BY key {order} LIMIT 1"
+                        )),
                         QueueSql::NextKey => {
                             format!("SELECT key FROM cache WHERE {filter} ORDER BY key {order} LIMIT 1")
                         }

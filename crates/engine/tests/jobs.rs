@@ -13,7 +13,8 @@ fn open() -> (tempfile::TempDir, Cache) {
 
 fn put(cache: &Cache, queue: &str, v: i64) -> i64 {
     cache
-        .job_put(queue, ValueRef::Int(v), &JobOptions::default())
+        .jobs()
+        .put(queue, ValueRef::Int(v), &JobOptions::default())
         .unwrap()
         .id()
 }
@@ -24,45 +25,47 @@ fn take_finish_and_lasting_ids() {
     let a = put(&cache, "q", 1);
     let b = put(&cache, "q", 2);
     assert!(b > a);
-    let jobs = cache.job_take(&["q"], 30.0, 1).unwrap();
+    let jobs = cache.jobs().take(&["q"], 30.0, 1).unwrap();
     let job = &jobs[0];
     assert_eq!(
         (job.id, job.attempts, job.value.clone()),
         (a, 1, Ok(StoredValue::Int(1)))
     );
     assert!(job.lease_deadline > 0.0);
-    assert!(cache.job_finish(job.id, job.lease).unwrap());
+    assert!(cache.jobs().finish(job.id, job.lease).unwrap());
     assert!(
-        !cache.job_finish(job.id, job.lease).unwrap(),
+        !cache.jobs().finish(job.id, job.lease).unwrap(),
         "finishing twice does nothing"
     );
     let c = put(&cache, "q", 3);
     assert!(c > b, "ids are never reused");
-    assert_eq!(cache.job_counts("q").unwrap().ready, 2);
+    assert_eq!(cache.jobs().counts("q").unwrap().ready, 2);
 }
 
 #[test]
 fn an_expired_lease_is_taken_again_and_the_old_holder_is_fenced_off() {
     let (_d, cache) = open();
     let id = put(&cache, "q", 1);
-    let first = cache.job_take(&["q"], 0.01, 1).unwrap().remove(0);
+    let first = cache.jobs().take(&["q"], 0.01, 1).unwrap().remove(0);
     std::thread::sleep(Duration::from_millis(20));
-    let second = cache.job_take(&["q"], 30.0, 1).unwrap().remove(0);
+    let second = cache.jobs().take(&["q"], 30.0, 1).unwrap().remove(0);
     assert_eq!((second.id, second.attempts), (id, 2));
     assert_eq!(second.error.as_deref(), Some("lease expired"));
     assert!(
-        !cache.job_finish(first.id, first.lease).unwrap(),
+        !cache.jobs().finish(first.id, first.lease).unwrap(),
         "the first worker lost its lease"
     );
     assert!(cache
-        .job_extend(first.id, first.lease, 10.0)
+        .jobs()
+        .extend(first.id, first.lease, 10.0)
         .unwrap()
         .is_none());
     assert!(cache
-        .job_extend(second.id, second.lease, 60.0)
+        .jobs()
+        .extend(second.id, second.lease, 60.0)
         .unwrap()
         .is_some());
-    assert!(cache.job_finish(second.id, second.lease).unwrap());
+    assert!(cache.jobs().finish(second.id, second.lease).unwrap());
 }
 
 #[test]
@@ -73,35 +76,36 @@ fn failures_retry_then_go_to_the_dead_letter_list() {
         ..JobOptions::default()
     };
     let id = cache
-        .job_put("q", ValueRef::Str("payload"), &opts)
+        .jobs()
+        .put("q", ValueRef::Str("payload"), &opts)
         .unwrap()
         .id();
-    let j = cache.job_take(&["q"], 30.0, 1).unwrap().remove(0);
+    let j = cache.jobs().take(&["q"], 30.0, 1).unwrap().remove(0);
     assert_eq!(
-        cache.job_fail(j.id, j.lease, "boom", 0.05).unwrap(),
+        cache.jobs().fail(j.id, j.lease, "boom", 0.05).unwrap(),
         Some(JobState::Ready)
     );
     assert!(
-        cache.job_take(&["q"], 30.0, 1).unwrap().is_empty(),
+        cache.jobs().take(&["q"], 30.0, 1).unwrap().is_empty(),
         "not before its retry time"
     );
-    assert_eq!(cache.job_counts("q").unwrap().scheduled, 1);
+    assert_eq!(cache.jobs().counts("q").unwrap().scheduled, 1);
     std::thread::sleep(Duration::from_millis(60));
-    let j = cache.job_take(&["q"], 30.0, 1).unwrap().remove(0);
+    let j = cache.jobs().take(&["q"], 30.0, 1).unwrap().remove(0);
     assert_eq!(j.error.as_deref(), Some("boom"));
     assert_eq!(
-        cache.job_fail(j.id, j.lease, "boom again", 0.0).unwrap(),
+        cache.jobs().fail(j.id, j.lease, "boom again", 0.0).unwrap(),
         Some(JobState::Dead)
     );
-    let dead = cache.job_dead("q", 0, 10).unwrap();
+    let dead = cache.jobs().dead("q", 0, 10).unwrap();
     assert_eq!(dead.len(), 1);
     assert_eq!(
         (dead[0].id, dead[0].attempts, dead[0].error.as_deref()),
         (id, 2, Some("boom again"))
     );
     assert_eq!(dead[0].value, Ok(StoredValue::Str("payload".into())));
-    assert!(cache.job_requeue(id, 0.0).unwrap());
-    let j = cache.job_take(&["q"], 30.0, 1).unwrap().remove(0);
+    assert!(cache.jobs().requeue(id, 0.0).unwrap());
+    let j = cache.jobs().take(&["q"], 30.0, 1).unwrap().remove(0);
     assert_eq!((j.id, j.attempts), (id, 1));
 }
 
@@ -109,7 +113,8 @@ fn failures_retry_then_go_to_the_dead_letter_list() {
 fn abandoned_leases_die_after_max_attempts_and_sweep_reports_it() {
     let (_d, cache) = open();
     cache
-        .job_put(
+        .jobs()
+        .put(
             "q",
             ValueRef::Int(1),
             &JobOptions {
@@ -119,13 +124,14 @@ fn abandoned_leases_die_after_max_attempts_and_sweep_reports_it() {
         )
         .unwrap();
     cache
-        .job_put("q", ValueRef::Int(2), &JobOptions::default())
+        .jobs()
+        .put("q", ValueRef::Int(2), &JobOptions::default())
         .unwrap();
-    assert_eq!(cache.job_take(&["q"], 0.0, 2).unwrap().len(), 2);
+    assert_eq!(cache.jobs().take(&["q"], 0.0, 2).unwrap().len(), 2);
     std::thread::sleep(Duration::from_millis(5));
-    let swept = cache.job_sweep(None).unwrap();
+    let swept = cache.jobs().sweep(None).unwrap();
     assert_eq!((swept.requeued, swept.dead), (1, 1));
-    let c = cache.job_counts("q").unwrap();
+    let c = cache.jobs().counts("q").unwrap();
     assert_eq!((c.ready, c.leased, c.dead), (1, 0, 1));
 }
 
@@ -133,9 +139,9 @@ fn abandoned_leases_die_after_max_attempts_and_sweep_reports_it() {
 fn release_does_not_count_an_attempt() {
     let (_d, cache) = open();
     put(&cache, "q", 1);
-    let j = cache.job_take(&["q"], 30.0, 1).unwrap().remove(0);
-    assert!(cache.job_release(j.id, j.lease, 0.0).unwrap());
-    let j = cache.job_take(&["q"], 30.0, 1).unwrap().remove(0);
+    let j = cache.jobs().take(&["q"], 30.0, 1).unwrap().remove(0);
+    assert!(cache.jobs().release(j.id, j.lease, 0.0).unwrap());
+    let j = cache.jobs().take(&["q"], 30.0, 1).unwrap().remove(0);
     assert_eq!(j.attempts, 1);
 }
 
@@ -146,21 +152,25 @@ fn unique_keys_priorities_and_delays() {
         unique: Some("episode-7".into()),
         ..JobOptions::default()
     };
-    let first = cache.job_put("email", ValueRef::Int(1), &u).unwrap();
+    let first = cache.jobs().put("email", ValueRef::Int(1), &u).unwrap();
     assert!(matches!(first, Put::Added(_)));
     assert_eq!(
-        cache.job_put("email", ValueRef::Int(2), &u).unwrap(),
+        cache.jobs().put("email", ValueRef::Int(2), &u).unwrap(),
         Put::Duplicate(first.id())
     );
     let later = JobOptions {
         delay: 60.0,
         ..JobOptions::default()
     };
-    cache.job_put("urgent", ValueRef::Int(0), &later).unwrap();
+    cache
+        .jobs()
+        .put("urgent", ValueRef::Int(0), &later)
+        .unwrap();
     put(&cache, "urgent", 10);
     put(&cache, "transcode", 20);
     let taken = cache
-        .job_take(&["urgent", "transcode", "email"], 30.0, 10)
+        .jobs()
+        .take(&["urgent", "transcode", "email"], 30.0, 10)
         .unwrap();
     let taken_email_lease = taken[2].lease;
     let order: Vec<StoredValue> = taken.into_iter().map(|j| j.value.unwrap()).collect();
@@ -172,16 +182,16 @@ fn unique_keys_priorities_and_delays() {
             StoredValue::Int(1)
         ]
     );
-    let taken = cache.job_take(&["email"], 30.0, 1).unwrap();
+    let taken = cache.jobs().take(&["email"], 30.0, 1).unwrap();
     assert!(taken.is_empty());
     // Once the unique job is finished, the key is free again.
-    let info = cache.job_info(first.id()).unwrap().unwrap();
+    let info = cache.jobs().info(first.id()).unwrap().unwrap();
     assert_eq!(info.state, JobState::Leased);
-    let lease = cache.job_info(first.id()).unwrap().unwrap();
+    let lease = cache.jobs().info(first.id()).unwrap().unwrap();
     assert_eq!(lease.attempts, 1);
-    assert!(cache.job_finish(first.id(), taken_email_lease).unwrap());
+    assert!(cache.jobs().finish(first.id(), taken_email_lease).unwrap());
     assert!(matches!(
-        cache.job_put("email", ValueRef::Int(3), &u).unwrap(),
+        cache.jobs().put("email", ValueRef::Int(3), &u).unwrap(),
         Put::Added(_)
     ));
 }
@@ -191,7 +201,8 @@ fn large_job_values_live_in_files_that_check_knows() {
     let (_d, cache) = open();
     let big = vec![5u8; 100_000];
     let ids = cache
-        .job_put_many(
+        .jobs()
+        .put_many(
             "q",
             &[ValueRef::Bytes(&big), ValueRef::Int(1)],
             &JobOptions::default(),
@@ -199,9 +210,9 @@ fn large_job_values_live_in_files_that_check_knows() {
         .unwrap();
     assert_eq!(ids.len(), 2);
     assert!(cache.check(false).unwrap().is_empty());
-    let j = cache.job_take(&["q"], 30.0, 1).unwrap().remove(0);
+    let j = cache.jobs().take(&["q"], 30.0, 1).unwrap().remove(0);
     assert_eq!(j.value, Ok(StoredValue::Bytes(big)));
-    assert!(cache.job_finish(j.id, j.lease).unwrap());
+    assert!(cache.jobs().finish(j.id, j.lease).unwrap());
     assert!(
         cache.check(false).unwrap().is_empty(),
         "the finished job's file was removed"
@@ -212,10 +223,12 @@ fn large_job_values_live_in_files_that_check_knows() {
 fn bad_arguments_are_refused() {
     let (_d, cache) = open();
     assert!(cache
-        .job_put("", ValueRef::Int(1), &JobOptions::default())
+        .jobs()
+        .put("", ValueRef::Int(1), &JobOptions::default())
         .is_err());
     assert!(cache
-        .job_put(
+        .jobs()
+        .put(
             "q",
             ValueRef::Int(1),
             &JobOptions {
@@ -224,7 +237,7 @@ fn bad_arguments_are_refused() {
             }
         )
         .is_err());
-    assert!(cache.job_take(&["q"], -1.0, 1).is_err());
+    assert!(cache.jobs().take(&["q"], -1.0, 1).is_err());
 }
 
 #[test]
@@ -234,13 +247,14 @@ fn threads_take_each_job_once() {
     let values: Vec<i64> = (0..n).collect();
     let refs: Vec<ValueRef<'_>> = values.iter().map(|v| ValueRef::Int(*v)).collect();
     cache
-        .job_put_many("q", &refs, &JobOptions::default())
+        .jobs()
+        .put_many("q", &refs, &JobOptions::default())
         .unwrap();
     let seen = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for _ in 0..4 {
             s.spawn(|| loop {
-                let jobs = cache.job_take(&["q"], 30.0, 7).unwrap();
+                let jobs = cache.jobs().take(&["q"], 30.0, 7).unwrap();
                 if jobs.is_empty() {
                     break;
                 }
@@ -248,7 +262,7 @@ fn threads_take_each_job_once() {
                     if let Ok(StoredValue::Int(v)) = j.value {
                         seen.lock().unwrap().push(v);
                     }
-                    assert!(cache.job_finish(j.id, j.lease).unwrap());
+                    assert!(cache.jobs().finish(j.id, j.lease).unwrap());
                 }
             });
         }
@@ -262,9 +276,9 @@ fn threads_take_each_job_once() {
 fn burying_sends_a_job_to_the_dead_letter_list_at_once() {
     let (_d, cache) = open();
     let id = put(&cache, "q", 1);
-    let j = cache.job_take(&["q"], 30.0, 1).unwrap().remove(0);
-    assert!(cache.job_bury(j.id, j.lease, "unreadable").unwrap());
-    assert_eq!(cache.job_dead("q", 0, 10).unwrap()[0].id, id);
+    let j = cache.jobs().take(&["q"], 30.0, 1).unwrap().remove(0);
+    assert!(cache.jobs().bury(j.id, j.lease, "unreadable").unwrap());
+    assert_eq!(cache.jobs().dead("q", 0, 10).unwrap()[0].id, id);
 }
 
 #[test]
@@ -274,24 +288,27 @@ fn a_released_or_requeued_job_gets_a_new_lease_so_stale_holders_are_fenced_off()
         max_attempts: 1,
         ..JobOptions::default()
     };
-    let id = cache.job_put("q", ValueRef::Int(1), &opts).unwrap().id();
-    let first = cache.job_take(&["q"], 30.0, 1).unwrap().remove(0);
-    assert!(cache.job_release(first.id, first.lease, 0.0).unwrap());
-    let second = cache.job_take(&["q"], 30.0, 1).unwrap().remove(0);
+    let id = cache.jobs().put("q", ValueRef::Int(1), &opts).unwrap().id();
+    let first = cache.jobs().take(&["q"], 30.0, 1).unwrap().remove(0);
+    assert!(cache.jobs().release(first.id, first.lease, 0.0).unwrap());
+    let second = cache.jobs().take(&["q"], 30.0, 1).unwrap().remove(0);
     assert_eq!(second.attempts, 1, "the release did not count");
     assert!(
-        !cache.job_finish(first.id, first.lease).unwrap(),
+        !cache.jobs().finish(first.id, first.lease).unwrap(),
         "the first holder is fenced off"
     );
     assert_eq!(
-        cache.job_fail(second.id, second.lease, "x", 0.0).unwrap(),
+        cache
+            .jobs()
+            .fail(second.id, second.lease, "x", 0.0)
+            .unwrap(),
         Some(JobState::Dead)
     );
-    assert!(cache.job_requeue(id, 0.0).unwrap());
-    let third = cache.job_take(&["q"], 30.0, 1).unwrap().remove(0);
+    assert!(cache.jobs().requeue(id, 0.0).unwrap());
+    let third = cache.jobs().take(&["q"], 30.0, 1).unwrap().remove(0);
     assert_eq!(third.attempts, 1);
-    assert!(!cache.job_finish(second.id, second.lease).unwrap());
-    assert!(cache.job_finish(third.id, third.lease).unwrap());
+    assert!(!cache.jobs().finish(second.id, second.lease).unwrap());
+    assert!(cache.jobs().finish(third.id, third.lease).unwrap());
 }
 
 #[test]
@@ -299,21 +316,25 @@ fn a_job_whose_value_file_is_gone_is_taken_with_a_typed_corrupt_error() {
     let (dir, cache) = open();
     let big = vec![7u8; 100_000]; // over disk_min_file_size: kept in a value file
     let id = cache
-        .job_put("q", ValueRef::Bytes(&big), &JobOptions::default())
+        .jobs()
+        .put("q", ValueRef::Bytes(&big), &JobOptions::default())
         .unwrap()
         .id();
     for entry in walk(&dir.path().join("values")) {
         std::fs::remove_file(entry).unwrap();
     }
-    let jobs = cache.job_take(&["q"], 30.0, 1).unwrap();
+    let jobs = cache.jobs().take(&["q"], 30.0, 1).unwrap();
     assert_eq!(jobs[0].id, id);
     match &jobs[0].value {
         Err(JobValueError::Corrupt(m)) => assert!(m.contains("missing"), "{m}"),
         other => panic!("expected a corrupt-value error, got {other:?}"),
     }
     // The job itself is intact: it can still be buried.
-    assert!(cache.job_bury(id, jobs[0].lease, "unreadable").unwrap());
-    assert_eq!(cache.job_info(id).unwrap().unwrap().state, JobState::Dead);
+    assert!(cache.jobs().bury(id, jobs[0].lease, "unreadable").unwrap());
+    assert_eq!(
+        cache.jobs().info(id).unwrap().unwrap().state,
+        JobState::Dead
+    );
 }
 
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
@@ -327,4 +348,38 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+#[test]
+fn a_take_decides_each_job_inside_its_transaction() {
+    use diskcache_oxide_engine::TakeVerdict;
+    let (_d, cache) = open();
+    let left = put(&cache, "q", 1);
+    let buried = put(&cache, "q", 2);
+    let taken = put(&cache, "q", 3);
+    let mut seen = Vec::new();
+    let jobs = cache
+        .jobs()
+        .take_deciding(&["q"], 30.0, 3, &mut |job| {
+            // The job is offered with the attempt and lease number a take would give it.
+            seen.push((job.id, job.attempts, job.lease));
+            match job.value {
+                Ok(StoredValue::Int(1)) => TakeVerdict::Leave,
+                Ok(StoredValue::Int(2)) => TakeVerdict::Bury("damaged value: test".into()),
+                _ => TakeVerdict::Take,
+            }
+        })
+        .unwrap();
+    assert_eq!(seen, vec![(left, 1, 1), (buried, 1, 1), (taken, 1, 1)]);
+    assert_eq!(jobs.iter().map(|j| j.id).collect::<Vec<_>>(), vec![taken]);
+    let left_info = cache.jobs().info(left).unwrap().unwrap();
+    assert_eq!(
+        (left_info.state, left_info.attempts),
+        (JobState::Ready, 0),
+        "a job left alone is ready, its attempt not counted"
+    );
+    let dead = cache.jobs().info(buried).unwrap().unwrap();
+    assert_eq!(dead.state, JobState::Dead);
+    assert_eq!(dead.error.as_deref(), Some("damaged value: test"));
+    assert!(cache.jobs().finish(taken, jobs[0].lease).unwrap());
 }

@@ -202,12 +202,8 @@ fn read_only_refuses_every_write() {
         (
             "push",
             cache
-                .push(
-                    None,
-                    ValueRef::Int(1),
-                    diskcache_oxide_engine::Side::Back,
-                    &w,
-                )
+                .queue(None)
+                .push(ValueRef::Int(1), diskcache_oxide_engine::Side::Back, &w)
                 .map(drop),
         ),
     ];

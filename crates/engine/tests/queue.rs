@@ -23,7 +23,8 @@ fn take(_: &Candidate) -> Verdict {
 
 fn pull(cache: &Cache, prefix: Option<&str>, side: Side) -> Option<(Key, StoredValue)> {
     cache
-        .pull(prefix, side, &mut take)
+        .queue(prefix)
+        .pull(side, &mut take)
         .unwrap()
         .map(|(k, e)| (k, e.value))
 }
@@ -36,10 +37,12 @@ fn s(x: &str) -> Key {
 fn keys_have_the_queue_shape_and_numbers_are_reused_at_the_front() {
     let (_d, cache) = open();
     let k0 = cache
-        .push(Some("transcode"), ValueRef::Int(510), Side::Back, &w())
+        .queue(Some("transcode"))
+        .push(ValueRef::Int(510), Side::Back, &w())
         .unwrap();
     let k1 = cache
-        .push(Some("transcode"), ValueRef::Int(511), Side::Back, &w())
+        .queue(Some("transcode"))
+        .push(ValueRef::Int(511), Side::Back, &w())
         .unwrap();
     assert_eq!(k0, s("transcode-500000000000000"));
     assert_eq!(k1, s("transcode-500000000000001"));
@@ -48,7 +51,8 @@ fn keys_have_the_queue_shape_and_numbers_are_reused_at_the_front() {
         Some((k0.clone(), StoredValue::Int(510)))
     );
     let again = cache
-        .push(Some("transcode"), ValueRef::Int(509), Side::Front, &w())
+        .queue(Some("transcode"))
+        .push(ValueRef::Int(509), Side::Front, &w())
         .unwrap();
     assert_eq!(
         again, k0,
@@ -59,7 +63,8 @@ fn keys_have_the_queue_shape_and_numbers_are_reused_at_the_front() {
         Some((k1, StoredValue::Int(511)))
     );
     let int_key = cache
-        .push(None, ValueRef::Str("x"), Side::Back, &w())
+        .queue(None)
+        .push(ValueRef::Str("x"), Side::Back, &w())
         .unwrap();
     assert_eq!(int_key, Key::Native(Scalar::Int(500_000_000_000_000)));
 }
@@ -83,22 +88,26 @@ fn other_keys_in_the_range_are_never_pulled_or_numbered() {
         )
         .unwrap();
     assert!(cache
-        .peek(Some("transcode"), Side::Front)
+        .queue(Some("transcode"))
+        .peek(Side::Front)
         .unwrap()
         .is_none());
     assert!(pull(&cache, Some("transcode"), Side::Front).is_none());
     let k = cache
-        .push(Some("transcode"), ValueRef::Int(1), Side::Back, &w())
+        .queue(Some("transcode"))
+        .push(ValueRef::Int(1), Side::Back, &w())
         .unwrap();
     assert_eq!(k, s("transcode-500000000000000"));
     assert_eq!(
         cache
-            .push(None, ValueRef::Int(1), Side::Back, &w())
+            .queue(None)
+            .push(ValueRef::Int(1), Side::Back, &w())
             .unwrap(),
         Key::Native(Scalar::Int(500_000_000_000_000))
     );
     let hd = cache
-        .push(Some("transcode-hd"), ValueRef::Int(2), Side::Back, &w())
+        .queue(Some("transcode-hd"))
+        .push(ValueRef::Int(2), Side::Back, &w())
         .unwrap();
     assert_eq!(
         hd,
@@ -116,14 +125,18 @@ fn pushing_past_the_end_raises_overflow_and_overwrites_nothing() {
         .set(&s("q-999999999999999"), ValueRef::Str("last"), &w())
         .unwrap();
     assert!(matches!(
-        cache.push(Some("q"), ValueRef::Int(1), Side::Back, &w()),
+        cache
+            .queue(Some("q"))
+            .push(ValueRef::Int(1), Side::Back, &w()),
         Err(Error::Overflow(_))
     ));
     cache
         .set(&s("q-000000000000000"), ValueRef::Str("first"), &w())
         .unwrap();
     assert!(matches!(
-        cache.push(Some("q"), ValueRef::Int(1), Side::Front, &w()),
+        cache
+            .queue(Some("q"))
+            .push(ValueRef::Int(1), Side::Front, &w()),
         Err(Error::Overflow(_))
     ));
     assert_eq!(cache.len().unwrap(), 2);
@@ -145,17 +158,20 @@ fn expired_items_are_passed_over_but_keep_their_numbers() {
         tag: None,
     };
     let doomed = cache
-        .push(Some("q"), ValueRef::Int(1), Side::Back, &opts)
+        .queue(Some("q"))
+        .push(ValueRef::Int(1), Side::Back, &opts)
         .unwrap();
     let alive = cache
-        .push(Some("q"), ValueRef::Int(2), Side::Back, &w())
+        .queue(Some("q"))
+        .push(ValueRef::Int(2), Side::Back, &w())
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(30));
-    let peeked = cache.peek(Some("q"), Side::Front).unwrap().unwrap();
+    let peeked = cache.queue(Some("q")).peek(Side::Front).unwrap().unwrap();
     assert_eq!(peeked.key, alive);
     assert_eq!(
         cache
-            .push(Some("q"), ValueRef::Int(0), Side::Front, &w())
+            .queue(Some("q"))
+            .push(ValueRef::Int(0), Side::Front, &w())
             .unwrap(),
         s("q-499999999999999")
     );
@@ -172,22 +188,26 @@ fn verdicts_leave_drop_and_continue() {
     let (_d, cache) = open();
     for i in 0..3 {
         cache
-            .push(Some("q"), ValueRef::Int(i), Side::Back, &w())
+            .queue(Some("q"))
+            .push(ValueRef::Int(i), Side::Back, &w())
             .unwrap();
     }
     assert!(cache
-        .pull(Some("q"), Side::Front, &mut |_| Verdict::Leave)
+        .queue(Some("q"))
+        .pull(Side::Front, &mut |_| Verdict::Leave)
         .unwrap()
         .is_none());
     assert_eq!(cache.len().unwrap(), 3, "a left item stays at the front");
     assert!(cache
-        .pull(Some("q"), Side::Front, &mut |_| Verdict::DropAndStop)
+        .queue(Some("q"))
+        .pull(Side::Front, &mut |_| Verdict::DropAndStop)
         .unwrap()
         .is_none());
     assert_eq!(cache.len().unwrap(), 2);
     let mut seen = 0;
     let got = cache
-        .pull(Some("q"), Side::Front, &mut |_| {
+        .queue(Some("q"))
+        .pull(Side::Front, &mut |_| {
             seen += 1;
             if seen == 1 {
                 Verdict::DropAndContinue
@@ -205,10 +225,11 @@ fn verdicts_leave_drop_and_continue() {
 fn a_rolled_back_transaction_puts_a_pulled_item_back() {
     let (_d, cache) = open();
     let k = cache
-        .push(Some("q"), ValueRef::Int(7), Side::Back, &w())
+        .queue(Some("q"))
+        .push(ValueRef::Int(7), Side::Back, &w())
         .unwrap();
     let r: Result<(), Error> = cache.transact(|| {
-        let got = cache.pull(Some("q"), Side::Front, &mut take)?;
+        let got = cache.queue(Some("q")).pull(Side::Front, &mut take)?;
         assert!(got.is_some());
         Err(Error::InvalidArgument("worker failed".into()))
     });
@@ -229,11 +250,13 @@ fn batches_push_and_pull_in_order() {
         ValueRef::Str("three"),
     ];
     let keys = cache
-        .push_many(Some("b"), &values, Side::Back, &w())
+        .queue(Some("b"))
+        .push_many(&values, Side::Back, &w())
         .unwrap();
     assert_eq!(keys.len(), 3);
     let got = cache
-        .pull_many(Some("b"), Side::Front, 10, &mut take)
+        .queue(Some("b"))
+        .pull_many(Side::Front, 10, &mut take)
         .unwrap();
     let values: Vec<StoredValue> = got.into_iter().map(|(_, e)| e.value).collect();
     assert_eq!(
@@ -253,7 +276,8 @@ fn threads_each_get_distinct_items() {
     let n = 400;
     for i in 0..n {
         cache
-            .push(Some("q"), ValueRef::Int(i), Side::Back, &w())
+            .queue(Some("q"))
+            .push(ValueRef::Int(i), Side::Back, &w())
             .unwrap();
     }
     let seen = std::sync::Mutex::new(Vec::new());
@@ -279,19 +303,20 @@ fn a_waiting_pull_wakes_for_a_push_from_another_handle() {
         sc.spawn(|| {
             std::thread::sleep(std::time::Duration::from_millis(50));
             other
-                .push(Some("q"), ValueRef::Int(42), Side::Back, &w())
+                .queue(Some("q"))
+                .push(ValueRef::Int(42), Side::Back, &w())
                 .unwrap();
         });
         let got = cache
             .wait_for(std::time::Duration::from_secs(30), || {
-                cache.pull(Some("q"), Side::Front, &mut take)
+                cache.queue(Some("q")).pull(Side::Front, &mut take)
             })
             .unwrap();
         assert_eq!(got.map(|(_, e)| e.value), Some(StoredValue::Int(42)));
     });
     let nothing = cache
         .wait_for(std::time::Duration::from_millis(30), || {
-            cache.pull(Some("q"), Side::Front, &mut take)
+            cache.queue(Some("q")).pull(Side::Front, &mut take)
         })
         .unwrap();
     assert!(nothing.is_none());
@@ -345,13 +370,14 @@ fn waits_that_find_work_at_once_stay_cheap() {
         sc.spawn(|| {
             std::thread::sleep(Duration::from_millis(50));
             other
-                .push(Some("q"), ValueRef::Int(7), Side::Back, &w())
+                .queue(Some("q"))
+                .push(ValueRef::Int(7), Side::Back, &w())
                 .unwrap();
         });
         let start = Instant::now();
         let got = cache
             .wait_for(Duration::from_secs(30), || {
-                cache.pull(Some("q"), Side::Front, &mut take)
+                cache.queue(Some("q")).pull(Side::Front, &mut take)
             })
             .unwrap();
         assert_eq!(got.map(|(_, e)| e.value), Some(StoredValue::Int(7)));
@@ -377,13 +403,14 @@ fn a_directory_made_again_under_the_same_path_is_watched_anew() {
         sc.spawn(|| {
             std::thread::sleep(Duration::from_millis(100));
             other
-                .push(Some("q"), ValueRef::Int(9), Side::Back, &w())
+                .queue(Some("q"))
+                .push(ValueRef::Int(9), Side::Back, &w())
                 .unwrap();
         });
         let start = Instant::now();
         let got = cache
             .wait_for(Duration::from_secs(20), || {
-                cache.pull(Some("q"), Side::Front, &mut take)
+                cache.queue(Some("q")).pull(Side::Front, &mut take)
             })
             .unwrap();
         assert_eq!(got.map(|(_, e)| e.value), Some(StoredValue::Int(9)));
@@ -398,13 +425,14 @@ fn a_directory_made_again_under_the_same_path_is_watched_anew() {
 fn repeated_peeks_see_every_push_and_pull_of_another_connection() {
     let (dir, watcher) = open();
     let worker = Cache::open(dir.path(), OpenOptions::default()).unwrap();
-    let front = |c: &Cache| c.peek(Some("q"), Side::Front).unwrap().map(|c| c.key);
+    let front = |c: &Cache| c.queue(Some("q")).peek(Side::Front).unwrap().map(|c| c.key);
     std::thread::scope(|sc| {
         sc.spawn(|| {
             for i in 0..100i64 {
                 assert_eq!(front(&watcher), None, "round {i}: the queue is empty");
                 let k = worker
-                    .push(Some("q"), ValueRef::Int(i), Side::Back, &w())
+                    .queue(Some("q"))
+                    .push(ValueRef::Int(i), Side::Back, &w())
                     .unwrap();
                 for _ in 0..3 {
                     assert_eq!(
@@ -424,9 +452,18 @@ fn repeated_peeks_see_every_push_and_pull_of_another_connection() {
         tag: None,
     };
     watcher
-        .push(Some("e"), ValueRef::Int(1), Side::Back, &opts)
+        .queue(Some("e"))
+        .push(ValueRef::Int(1), Side::Back, &opts)
         .unwrap();
-    assert!(watcher.peek(Some("e"), Side::Front).unwrap().is_some());
+    assert!(watcher
+        .queue(Some("e"))
+        .peek(Side::Front)
+        .unwrap()
+        .is_some());
     std::thread::sleep(std::time::Duration::from_millis(40));
-    assert!(watcher.peek(Some("e"), Side::Front).unwrap().is_none());
+    assert!(watcher
+        .queue(Some("e"))
+        .peek(Side::Front)
+        .unwrap()
+        .is_none());
 }

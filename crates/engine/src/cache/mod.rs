@@ -283,7 +283,7 @@ macro_rules! row_columns {
         "rowid, expire_time, tag, kind, crc, filename, size, value"
     };
 }
-pub(crate) const ROW_COLUMNS: &str = row_columns!();
+const ROW_COLUMNS: &str = row_columns!();
 
 pub(crate) fn now() -> f64 {
     SystemTime::now()
@@ -784,6 +784,7 @@ impl Cache {
 }
 
 // Declared after `row_columns!` so the submodules can use it.
+mod entries;
 mod maintenance;
 mod read;
 mod rows;
@@ -791,6 +792,10 @@ mod schema;
 mod values;
 mod write;
 
+pub(crate) use entries::{entry_select, Placed};
 use rows::*;
-pub(crate) use rows::{apply_delta, delete_rowid, inline_sql, key_from, key_sql, row_from};
+pub(crate) use rows::{apply_delta, inline_sql, key_from};
 use schema::*;
+pub(crate) use values::ValueColumns;
+#[cfg(test)]
+pub(crate) use values::VALUE_COLUMNS;

@@ -65,13 +65,7 @@ pub(crate) fn key_from(v: Sql<'_>, raw: i64) -> Result<Key> {
 
 /// Map a `SELECT row_columns!()` row. Damage to the row itself is reported per row.
 pub(crate) fn row_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Row>> {
-    let inline = match r.get_ref(7)? {
-        Sql::Null => Inline::Null,
-        Sql::Integer(i) => Inline::Int(i),
-        Sql::Real(f) => Inline::Float(f),
-        Sql::Text(t) => Inline::Text(t.to_vec()),
-        Sql::Blob(b) => Inline::Blob(b.to_vec()),
-    };
+    let inline = inline_from(r.get_ref(7)?);
     let tag = match scalar_from(r.get_ref(2)?) {
         Ok(t) => t,
         Err(e) => return Ok(Err(e)),
@@ -86,6 +80,17 @@ pub(crate) fn row_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Row>> {
         size: r.get(6)?,
         inline,
     }))
+}
+
+/// An inline value column, copied out of SQLite.
+pub(super) fn inline_from(v: Sql<'_>) -> Inline {
+    match v {
+        Sql::Null => Inline::Null,
+        Sql::Integer(i) => Inline::Int(i),
+        Sql::Real(f) => Inline::Float(f),
+        Sql::Text(t) => Inline::Text(t.to_vec()),
+        Sql::Blob(b) => Inline::Blob(b.to_vec()),
+    }
 }
 
 pub(super) fn load_inline(kind: Kind, crc: u32, inline: Inline) -> Result<StoredValue> {
@@ -142,7 +147,8 @@ pub(super) struct Counter {
 }
 
 /// What deleting a row needs to know.
-pub(super) struct DeadRow {
+/// A row being deleted: what removing it must update. Its fields are the cache module's.
+pub(crate) struct DeadRow {
     pub(super) rowid: i64,
     pub(super) filename: Option<String>,
     pub(super) size: i64,
@@ -181,26 +187,6 @@ pub(super) fn delete_by_rowid(
         unlink.extend(r.filename.clone());
     }
     Ok(())
-}
-
-pub(crate) fn delete_rowid(
-    db: &Db,
-    rowid: i64,
-    filename: Option<String>,
-    size: i64,
-    unlink: &mut Vec<String>,
-    delta: &mut Delta,
-) -> Result<()> {
-    delete_by_rowid(
-        db,
-        &DeadRow {
-            rowid,
-            filename,
-            size,
-        },
-        unlink,
-        delta,
-    )
 }
 
 pub(super) fn delete_row(

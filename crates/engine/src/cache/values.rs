@@ -133,3 +133,49 @@ impl Cache {
         Ok(false)
     }
 }
+
+/// A stored value's columns, as every table that holds values has them, in this order:
+/// `kind, crc, filename, value, size` (the cache's rows and the jobs table). What another
+/// module reads of a value it stores in its own table; the loading stays here.
+pub(crate) struct ValueColumns {
+    kind: i64,
+    crc: u32,
+    filename: Option<String>,
+    inline: Inline,
+    size: i64,
+}
+
+/// The column list [`ValueColumns::from_row`] reads (the jobs table's test checks its own).
+#[cfg(test)]
+pub(crate) const VALUE_COLUMNS: &str = "kind, crc, filename, value, size";
+
+impl ValueColumns {
+    /// Read the five value columns starting at index `first` of a row.
+    pub(crate) fn from_row(r: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Self> {
+        Ok(ValueColumns {
+            kind: r.get(first)?,
+            crc: r.get::<_, i64>(first + 1)? as u32,
+            filename: r.get(first + 2)?,
+            inline: inline_from(r.get_ref(first + 3)?),
+            size: r.get(first + 4)?,
+        })
+    }
+}
+
+impl Cache {
+    /// Load a value stored in another table's [`ValueColumns`] (`id` names it in errors):
+    /// checked against its CRC and, for a value file, against its recorded size (D-035).
+    pub(crate) fn load_columns(&self, id: i64, v: ValueColumns) -> Result<Found<StoredValue>> {
+        let mut row = Row {
+            rowid: id,
+            expire_time: None,
+            tag: None,
+            kind: v.kind,
+            crc: v.crc,
+            filename: v.filename,
+            size: v.size,
+            inline: v.inline,
+        };
+        self.load(&mut row, false)
+    }
+}
