@@ -327,15 +327,17 @@ class MigrationReport:
         ]
         if self.pickled:
             lines.append(f"{self.pickled} values stored as pickles (open with pickle=True)")
-        lines.append(f"skipped {len(self.skipped)}")
+        lines.append(f"skipped {len(self.skipped)} entries" + (":" if self.skipped else ""))
         for entry in self.skipped:
             where = f" [{entry.cache}]" if entry.cache else ""
             lines.append(f"  {entry.key!r}{where}: {entry.reason}")
+        if self.settings_skipped:
+            lines.append("settings not carried:")
         for setting in self.settings_skipped:
             where = f" [{setting.cache}]" if setting.cache else ""
-            lines.append(
-                f"  setting {setting.name}={setting.value!r}{where} not carried: {setting.reason}"
-            )
+            lines.append(f"  {setting.name}={setting.value!r}{where}: {setting.reason}")
+        if self.approximated:
+            lines.append("carried approximately:")
         for name, how in self.approximated.items():
             lines.append(f"  {name}: {how}")
         return "\n".join(lines)
