@@ -37,6 +37,7 @@ from typing import IO, Any, Literal
 from .core import DEFAULT_SETTINGS, Cache
 from .errors import NotACacheError, UnsupportedTypeError
 from .fanout import FanoutCache, shard_hash
+from .registry import _BY_TYPE
 
 __all__ = [
     "CARRIED_EXACTLY",
@@ -695,8 +696,6 @@ def _storable(value: Any, depth: int = 0) -> bool:
         return all(_storable(item, depth + 1) for item in value)
     if kind is dict:
         return all(_storable(k, depth + 1) and _storable(v, depth + 1) for k, v in value.items())
-    from .registry import _BY_TYPE
-
     return kind in _BY_TYPE
 
 
