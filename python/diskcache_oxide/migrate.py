@@ -511,13 +511,16 @@ class _Decoder:
     def unpickle(self, data: bytes, what: str) -> Any:
         try:
             if self.trusted:
-                return pickle.loads(data)  # noqa: S301 - the caller said the source is trusted
-            return safe_loads(data)
+                value = pickle.loads(data)  # noqa: S301 - the caller said the source is trusted
+            else:
+                value = safe_loads(data)
         except pickle.UnpicklingError as error:
             raise _Skip(f"{what}: {error}{'' if self.trusted else _TRUST_HINT}") from None
         except Exception as error:  # a damaged or truncated pickle fails in many ways
             kind = type(error).__name__
             raise _Skip(f"{what}: the pickle cannot be loaded ({kind}: {error})") from None
+        _check_expanded_size(value, len(data), what)
+        return value
 
     def key(self, stored: Any, raw: Any) -> Any:
         if raw:
@@ -559,6 +562,36 @@ class _Decoder:
                 raise _Skip(f"its pickled value is a {type(stored).__name__}, not bytes")
             return self.unpickle(stored, "its value"), False, len(stored)
         raise _Skip(f"its value mode {mode!r} is not one python-diskcache 5.6.3 writes")
+
+
+#: How many items a decoded pickle may expand to, per byte of the pickle (plus a floor).
+#: A pickle can refer to one object many times, and the safe format writes a value as a tree,
+#: so 40 nested lists that each hold the one below twice (257 bytes of pickle) would be 2**40
+#: items to write: the engine would never finish. A pickle that does not share objects has
+#: at most about one item per byte; this leaves room for ordinary sharing.
+_ITEMS_PER_BYTE = 16
+_ITEMS_FLOOR = 10_000
+
+
+def _check_expanded_size(value: Any, length: int, what: str) -> None:
+    """Refuse a decoded value whose tree would be far larger than its pickle."""
+    budget = _ITEMS_PER_BYTE * length + _ITEMS_FLOOR
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        budget -= 1
+        if budget < 0:
+            raise _Skip(
+                f"{what}: the pickle refers to the same objects so many times that, written "
+                f"out, it would be more than {_ITEMS_PER_BYTE} items per byte of the pickle; "
+                "not carried (a source that means no harm does not do this)"
+            )
+        kind = type(item)
+        if kind is list or kind is tuple or kind is set or kind is frozenset:
+            pending.extend(item)
+        elif kind is dict:
+            pending.extend(item.keys())
+            pending.extend(item.values())
 
 
 _TRUST_HINT = (

@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from typing import Any
 
@@ -111,6 +112,28 @@ def test_hand_written_hostile_pickles_are_refused(tmp_path: Any) -> None:
     with dco.Cache(tmp_path / "dst") as cache:
         assert cache["a uuid after them"] == uuid.UUID(int=7)
         assert cache["a path after them"] == pathlib.PurePosixPath("/a/b")
+
+
+def test_a_pickle_that_expands_without_bound_is_skipped(tmp_path: Any) -> None:
+    """A few hundred bytes of pickle that share one list at every level would be 2**40 items
+    written out as a tree: refused by size before it reaches the engine."""
+    import pickle
+
+    bomb: list[Any] = [0]
+    for _ in range(40):
+        bomb = [bomb, bomb]
+    src = str(tmp_path / "src")
+    with diskcache.Cache(src) as source:
+        source["bomb"] = ["placeholder"]
+        source["big but honest"] = list(range(200_000))
+        source["shared but honest"] = [["the same list"] * 3] * 1000
+    _poison(src, "bomb", pickle.dumps(bomb, protocol=5))
+    started = time.monotonic()
+    report = dco.migrate(src, tmp_path / "dst")
+    assert time.monotonic() - started < 60
+    assert [s.key for s in report.skipped] == ["bomb"]
+    assert "refers to the same objects" in report.skipped[0].reason
+    assert report.converted == 2
 
 
 def test_trusted_really_unpickles(tmp_path: Any) -> None:
