@@ -460,13 +460,15 @@ def _named_caches(root: str) -> list[str]:
     return sorted(found)
 
 
-def _open_value_file(directory: str, filename: object) -> IO[bytes]:
+def _open_value_file(directory: str, filename: object, size: object) -> IO[bytes]:
     """Open the value file ``filename`` of the cache in ``directory`` for reading.
 
     The name comes from the source database, which whoever could write the directory may
     have forged, so it must be a relative path of plain names inside the directory, and no
     link on the way is followed (each step is opened relative to the last with
-    ``O_NOFOLLOW``). A FIFO or device in its place is refused rather than read.
+    ``O_NOFOLLOW``). A FIFO or device in its place is refused rather than read, and so is a
+    file whose length is not the one python-diskcache recorded in the row: it was damaged or
+    replaced, and reading it could mean reading a sparse file of any size.
     """
     if not isinstance(filename, str) or not filename or "\x00" in filename:
         raise _Skip(f"its row names no usable value file ({filename!r})")
@@ -496,9 +498,16 @@ def _open_value_file(directory: str, filename: object) -> IO[bytes]:
         raise _Skip(f"its value file {filename!r} is missing") from None
     except OSError as error:
         raise _Skip(f"its value file {filename!r} cannot be opened: {error.strerror}") from None
-    if not stat.S_ISREG(os.fstat(file_fd).st_mode):
+    info = os.fstat(file_fd)
+    if not stat.S_ISREG(info.st_mode):
         os.close(file_fd)
         raise _Skip(f"its value file {filename!r} is not a regular file; not read")
+    if info.st_size != size:
+        os.close(file_fd)
+        raise _Skip(
+            f"its value file {filename!r} is {info.st_size} bytes long, but its row says "
+            f"{size!r}: damaged or replaced; not read"
+        )
     return os.fdopen(file_fd, "rb")
 
 
@@ -534,7 +543,9 @@ class _Decoder:
             raise _Skip(f"its key is marked pickled but is a {type(stored).__name__}")
         return self.unpickle(stored, "its key")
 
-    def value(self, directory: str, mode: Any, filename: Any, stored: Any) -> tuple[Any, bool, int]:
+    def value(
+        self, directory: str, mode: Any, filename: Any, stored: Any, size: Any
+    ) -> tuple[Any, bool, int]:
         """The value, whether it is an open binary file to stream, and its payload size."""
         if mode == _MODE_RAW:
             if isinstance(stored, str):
@@ -543,10 +554,9 @@ class _Decoder:
                 return stored, False, len(stored)
             return stored, False, 0 if stored is None else 8
         if mode == _MODE_BINARY:
-            reader = _open_value_file(directory, filename)
-            return reader, True, os.fstat(reader.fileno()).st_size
+            return _open_value_file(directory, filename, size), True, int(size)
         if mode == _MODE_TEXT:
-            with _open_value_file(directory, filename) as reader:
+            with _open_value_file(directory, filename, size) as reader:
                 data = reader.read()
             try:
                 # As python-diskcache reads it: UTF-8 with universal newlines.
@@ -556,7 +566,7 @@ class _Decoder:
             return text, False, len(data)
         if mode == _MODE_PICKLE:
             if stored is None:
-                with _open_value_file(directory, filename) as reader:
+                with _open_value_file(directory, filename, size) as reader:
                     stored = reader.read()
             if not isinstance(stored, bytes):
                 raise _Skip(f"its pickled value is a {type(stored).__name__}, not bytes")
@@ -617,7 +627,7 @@ def _rows(
             return
         batch: list[_Row] = []
         for row in fetched:
-            rowid, key, raw, stored, expires, accessed, count, tag, _size, mode, name, val = row
+            rowid, key, raw, stored, expires, accessed, count, tag, size, mode, name, val = row
             try:
                 decoded_key = decoder.key(key, raw)
             except _Skip as why:
@@ -627,7 +637,7 @@ def _rows(
                 skipped.append(SkippedEntry(decoded_key, "expired", source.name, rowid))
                 continue
             try:
-                value, read, size = decoder.value(source.directory, mode, name, val)
+                value, read, length = decoder.value(source.directory, mode, name, val, size)
             except _Skip as why:
                 skipped.append(SkippedEntry(decoded_key, str(why), source.name, rowid))
                 continue
@@ -642,7 +652,7 @@ def _rows(
                     float(accessed) if accessed is not None else now,
                     int(count or 0),
                     tag,
-                    size,
+                    length,
                 )
             )
         yield batch

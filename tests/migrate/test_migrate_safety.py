@@ -245,7 +245,7 @@ def test_a_value_file_outside_the_directory_is_never_read(tmp_path: Any) -> None
     secret.write_bytes(b"do not copy me")
     src = str(tmp_path / "src")
     with diskcache.Cache(src) as source:
-        for name in ("dotdot", "absolute", "link", "fifo", "missing"):
+        for name in ("dotdot", "absolute", "link", "fifo", "missing", "grown"):
             source[name] = os.urandom(40_000)  # value files
     db = sqlite3.connect(os.path.join(src, "cache.db"))
     rows = dict(db.execute("SELECT key, filename FROM Cache"))
@@ -260,6 +260,8 @@ def test_a_value_file_outside_the_directory_is_never_read(tmp_path: Any) -> None
     os.remove(fifo)
     os.mkfifo(fifo)
     os.remove(os.path.join(src, rows["missing"]))
+    with open(os.path.join(src, rows["grown"]), "r+b") as grown:
+        grown.truncate(2**40)  # a sparse terabyte: never read, never copied
     report = dco.migrate(src, tmp_path / "dst")  # a FIFO read would hang here
     reasons = {s.key: s.reason for s in report.skipped}
     assert "outside the cache directory" in reasons["dotdot"]
@@ -267,6 +269,7 @@ def test_a_value_file_outside_the_directory_is_never_read(tmp_path: Any) -> None
     assert "cannot be opened" in reasons["link"]
     assert "not a regular file" in reasons["fifo"]
     assert "missing" in reasons["missing"]
+    assert "1099511627776 bytes long, but its row says 40000" in reasons["grown"]
     assert report.converted == 0
 
 
