@@ -558,6 +558,24 @@ def test_the_per_view_cache_serves_a_response_once_computed() -> None:
     assert second.cookies["foo"].value == "bar"
 
 
+def test_the_per_view_cache_on_a_safe_cache_says_to_turn_pickle_on() -> None:
+    @cache_page(60, cache="default")
+    def view(request: Any) -> HttpResponse:
+        return HttpResponse("not data")
+
+    with pytest.raises(dco.UnsupportedTypeError, match="'pickle': True"):
+        view(RequestFactory().get("/safe"))
+
+
+def test_incr_is_atomic_across_threads() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    cache.set("counter", 0)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda _: cache.incr("counter"), range(200)))
+    assert sorted(results) == list(range(1, 201))
+
+
 def test_cache_sessions_work_in_the_safe_format() -> None:
     from django.contrib.sessions.backends.cache import SessionStore
 

@@ -73,3 +73,19 @@ def test_the_shard_count_is_the_source_s(tmp_path: Any) -> None:
         dco.FanoutCache(tmp_path / "dst", shards=8)
     with dco.FanoutCache(tmp_path / "dst", shards=3) as fanout:
         assert fanout["a"] == 1
+
+
+def test_native_keys_stay_in_the_shard_python_diskcache_used(tmp_path: Any) -> None:
+    """Our FanoutCache picks a native key's shard as python-diskcache does (D-021), so each
+    such entry lands in the destination shard of the same number."""
+    keys = ["a", "bb", "user:1", b"raw", 12345, -7, 2.5]
+    with diskcache.FanoutCache(str(tmp_path / "src"), shards=4) as source:
+        for key in keys:
+            source[key] = "value"
+    dco.migrate(tmp_path / "src", tmp_path / "dst")
+    for number in range(4):
+        name = f"{number:03d}"
+        with diskcache.Cache(str(tmp_path / "src" / name)) as shard:
+            before = set(shard)
+        with dco.Cache(tmp_path / "dst" / name) as shard:
+            assert set(shard) == before, name
