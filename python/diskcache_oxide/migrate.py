@@ -82,9 +82,6 @@ _EARLY_SETTINGS = (
 #: is cheaper built once than kept up to date row by row.
 _LATE_SETTINGS = ("size_limit", "cull_limit", "statistics", "tag_index", "eviction_policy")
 
-#: Rows of python-diskcache's Settings table that are counters, not settings.
-_COUNTERS = ("count", "size", "hits", "misses")
-
 #: The sub-directories of a FanoutCache root that hold named caches (``cache(name)``,
 #: ``deque(name)``, ``index(name)``), each a plain Cache directory.
 _NAMED_KINDS = ("cache", "deque", "index")
@@ -780,18 +777,31 @@ def _whole(value: Any) -> Any:
     return value
 
 
+def _skip_setting(report: MigrationReport, skipped: SkippedSetting) -> None:
+    """Record a setting not carried, once: the shards of a FanoutCache normally share their
+    settings, and one line says it for all of them."""
+    for seen in report.settings_skipped:
+        if (seen.name, seen.value, seen.reason) == (skipped.name, skipped.value, skipped.reason):
+            return
+    report.settings_skipped.append(skipped)
+
+
 def _apply_settings(
-    cache: Cache, source: _Source, names: Iterable[str], report: MigrationReport
+    cache: Cache,
+    settings: dict[str, Any],
+    where: str,
+    names: Iterable[str],
+    report: MigrationReport,
 ) -> None:
     for name in names:
-        if name not in source.settings:
+        if name not in settings:
             continue
-        value = _whole(source.settings[name])
+        value = _whole(settings[name])
         try:
             if cache.reset(name) != value:
                 cache.reset(name, value)
         except (ValueError, TypeError) as error:
-            report.settings_skipped.append(SkippedSetting(name, value, str(error), source.name))
+            _skip_setting(report, SkippedSetting(name, value, str(error), where))
 
 
 def _note_foreign_settings(source: _Source, report: MigrationReport) -> None:
@@ -800,14 +810,8 @@ def _note_foreign_settings(source: _Source, report: MigrationReport) -> None:
             continue
         if name in ("hits", "misses"):
             if value:
-                report.settings_skipped.append(
-                    SkippedSetting(
-                        name,
-                        value,
-                        "the statistics counters start again at 0: no call sets them",
-                        source.name,
-                    )
-                )
+                reason = "the statistics counters start again at 0: no call sets them"
+                _skip_setting(report, SkippedSetting(name, value, reason, source.name))
             continue
         reason = "not a setting diskcache_oxide has"
         if name.startswith("disk_"):
@@ -815,15 +819,17 @@ def _note_foreign_settings(source: _Source, report: MigrationReport) -> None:
                 "; a disk_* setting python-diskcache does not define suggests a custom Disk "
                 "class, whose values come over as the raw bytes or text it stored"
             )
-        report.settings_skipped.append(SkippedSetting(name, value, reason, source.name))
+        _skip_setting(report, SkippedSetting(name, value, reason, source.name))
 
 
 def _open_destination(
-    directory: str, source: _Source, pickled: bool, report: MigrationReport
+    directory: str, settings: dict[str, Any], where: str, pickled: bool, report: MigrationReport
 ) -> Cache:
+    """A new cache in ``directory`` that culls nothing while it fills, with the settings that
+    decide how entries are stored already applied."""
     cache = Cache(directory, pickle=pickled, eviction_policy="none")
     try:
-        _apply_settings(cache, source, _EARLY_SETTINGS, report)
+        _apply_settings(cache, settings, where, _EARLY_SETTINGS, report)
         if cache.reset("sqlite_auto_vacuum") != DEFAULT_SETTINGS["sqlite_auto_vacuum"]:
             # A new auto_vacuum mode is applied by the next open (D-036): reopen now, while
             # the database is empty and that costs nothing.
@@ -1027,11 +1033,11 @@ def _migrate_plain(
     tick: Callable[[int], None],
     opened: list[Cache],
 ) -> None:
-    cache = _open_destination(building, source, pickled, report)
+    cache = _open_destination(building, source.settings, source.name, pickled, report)
     opened.append(cache)
     _note_foreign_settings(source, report)
     _copy_cache(source, [cache], None, decoder, report, pickled, tick)
-    _apply_settings(cache, source, _LATE_SETTINGS, report)
+    _apply_settings(cache, source.settings, source.name, _LATE_SETTINGS, report)
     report.settings = {name: cache.reset(name) for name in DEFAULT_SETTINGS}
 
 
@@ -1051,12 +1057,15 @@ def _migrate_fanout(
     # shards are then written as the plain caches they are, each key going to the shard
     # FanoutCache will look in: shard_hash(key) % shards (D-021).
     FanoutCache(building, shards=count, eviction_policy="none").close()
+    # A shard missing from the source (python-diskcache makes them all, so only a damaged
+    # directory lacks one) takes the settings of the first.
     by_name = {source.name: source for source in shards}
+    settings = [by_name.get(f"{n:03d}", shards[0]).settings for n in range(count)]
     targets: list[Cache] = []
     for number in range(count):
         name = f"{number:03d}"
-        source = by_name.get(name) or _Source(name, "", shards[0].db, shards[0].settings, 0)
-        cache = _open_destination(os.path.join(building, name), source, pickled, report)
+        directory = os.path.join(building, name)
+        cache = _open_destination(directory, settings[number], name, pickled, report)
         opened.append(cache)
         targets.append(cache)
     for source in shards:
@@ -1068,14 +1077,13 @@ def _migrate_fanout(
     for source in shards:
         _copy_cache(source, targets, route, decoder, report, pickled, tick)
     for number, cache in enumerate(targets):
-        source = by_name.get(f"{number:03d}", shards[0])
-        _apply_settings(cache, source, _LATE_SETTINGS, report)
+        _apply_settings(cache, settings[number], f"{number:03d}", _LATE_SETTINGS, report)
     report.settings = {name: targets[0].reset(name) for name in DEFAULT_SETTINGS}
     report.settings["size_limit"] = sum(cache.reset("size_limit") for cache in targets)
     for source in named:
         directory = os.path.join(building, *source.name.split("/"))
-        cache = _open_destination(directory, source, pickled, report)
+        cache = _open_destination(directory, source.settings, source.name, pickled, report)
         opened.append(cache)
         _note_foreign_settings(source, report)
         _copy_cache(source, [cache], None, decoder, report, pickled, tick)
-        _apply_settings(cache, source, _LATE_SETTINGS, report)
+        _apply_settings(cache, source.settings, source.name, _LATE_SETTINGS, report)

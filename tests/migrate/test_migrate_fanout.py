@@ -89,3 +89,12 @@ def test_native_keys_stay_in_the_shard_python_diskcache_used(tmp_path: Any) -> N
             before = set(shard)
         with dco.Cache(tmp_path / "dst" / name) as shard:
             assert set(shard) == before, name
+
+
+def test_a_setting_refused_in_every_shard_is_reported_once(tmp_path: Any) -> None:
+    with diskcache.FanoutCache(
+        str(tmp_path / "src"), shards=4, sqlite_journal_mode="delete", my_option=1
+    ) as source:
+        source["a"] = 1
+    report = dco.migrate(tmp_path / "src", tmp_path / "dst")
+    assert sorted(s.name for s in report.settings_skipped) == ["my_option", "sqlite_journal_mode"]
