@@ -87,6 +87,23 @@ bench: build
 	$(BIN)/python benches/bench_queue.py
 	$(BIN)/python benches/bench_mixed.py
 
+# The reader app (examples/reader): its web app and queue worker on 127.0.0.1, sharing
+# READER_DIR; prints the address (port READER_PORT, default 8000, or a free one). Ctrl-C stops it.
+.PHONY: reader browser reader-test
+READER_DIR ?= target/reader
+reader: build
+	cd examples/reader && $(abspath $(BIN))/python -m reader $(abspath $(READER_DIR))
+
+# Debian's chromium and chromium-driver, for the reader's browser tests; installed if missing.
+browser:
+	bash tests/reader/setup_browser.sh
+
+# The reader's tests (tests/reader), in headless Chromium; installs it first if missing. If it
+# cannot be installed, the browser tests are skipped, saying why.
+reader-test: build
+	bash tests/reader/setup_browser.sh || echo "reader-test: no headless Chromium; its tests will be skipped"
+	$(BIN)/python -m pytest tests/reader
+
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 

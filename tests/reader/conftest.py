@@ -1,0 +1,139 @@
+"""Fixtures for the reader app's tests (examples/reader).
+
+The browser tests drive a real headless Chromium (Debian's ``chromium`` and ``chromium-driver``,
+installed by ``make browser``, i.e. tests/reader/setup_browser.sh) with selenium. They are
+skipped, with the reason, only when Chromium or its driver is not installed; ``make reader-test``
+installs them first.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from reader_harness import ARTIFACTS, FakeLLM, ReaderRun  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+
+def _browser_missing() -> str | None:
+    if CHROMIUM is None or CHROMEDRIVER is None:
+        return (
+            "headless Chromium is not installed (no chromium or chromedriver on PATH); "
+            "`make browser` (tests/reader/setup_browser.sh) installs Debian's chromium and "
+            "chromium-driver"
+        )
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed (pip install -r requirements-dev.txt)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    reason = _browser_missing()
+    if reason is not None:
+        pytest.skip(reason)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    assert CHROMIUM is not None and CHROMEDRIVER is not None
+    options.binary_location = CHROMIUM
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",  # we run as root
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,1000",
+        "--no-first-run",
+        "--disable-extensions",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        # Chrome's back/forward cache keeps a page it navigated away from alive, with its
+        # fetch still running (its view is not lost, only hidden). Off, so that navigating
+        # away closes the page, as a tab close does.
+        "--disable-features=BackForwardCache",
+    ):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    """The browser, with one tab on a blank page before and after the test."""
+    yield browser
+    handles = browser.window_handles
+    for handle in handles[1:]:
+        browser.switch_to.window(handle)
+        browser.close()
+    browser.switch_to.window(handles[0])
+    browser.get("about:blank")
+
+
+@pytest.fixture
+def reader(tmp_path: Path) -> Iterator[Callable[..., ReaderRun]]:
+    """Start the reader: ``reader(delay=..., claim_ttl=..., lease=..., worker=True)``. Every
+    process it started is stopped at the end of the test, whatever happened."""
+    runs: list[ReaderRun] = []
+
+    def start(
+        *,
+        delay: float = 0.2,
+        claim_ttl: float = 10.0,
+        lease: float = 20.0,
+        worker: bool = True,
+        **extra: str,
+    ) -> ReaderRun:
+        settings = {
+            "READER_DELAY": str(delay),
+            "READER_CLAIM_TTL": str(claim_ttl),
+            "READER_LEASE": str(lease),
+            "READER_POLL": "0.5",
+            **{f"READER_{k.upper()}": v for k, v in extra.items()},
+        }
+        directory = tmp_path / f"run{len(runs)}"
+        directory.mkdir()
+        run = ReaderRun(directory, settings)
+        runs.append(run)
+        run.start_app()
+        if worker:
+            run.start_worker()
+        return run
+
+    try:
+        yield start
+    finally:
+        for run in runs:
+            run.stop()
+
+
+@pytest.fixture
+def fake_llm() -> Iterator[FakeLLM]:
+    server = FakeLLM()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS

@@ -1,0 +1,118 @@
+"""The reader's code, read rather than run: only the tap handler puts jobs in the queue, and
+every pay-once call lives in reader/pay.py. Also: the shipped pages match their source."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from reader_harness import READER_ROOT
+
+PACKAGE = READER_ROOT / "reader"
+
+#: The calls that add work to a queue: JobQueue.put/put_many (and the async face's), the
+#: cache's push, and the binding's calls under them.
+ADDING = {"put", "put_many", "push", "_job_put", "_job_put_many"}
+
+#: diskcache_oxide's pay-once names.
+PAY_ONCE = {
+    "get_or_compute",
+    "aget_or_compute",
+    "compute_once",
+    "acompute_once",
+    "Claims",
+    "AsyncClaims",
+    "claims",
+    "drain_turns",
+    "pending_turns",
+}
+
+
+def _modules() -> dict[str, ast.Module]:
+    return {
+        path.stem: ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for path in sorted(PACKAGE.glob("*.py"))
+    }
+
+
+def _calls(tree: ast.Module) -> list[tuple[str, str]]:
+    """(enclosing function, called attribute or name) for every call in ``tree``."""
+    found: list[tuple[str, str]] = []
+
+    def visit(node: ast.AST, function: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                visit(child, child.name if function == "<module>" else function)
+                continue
+            if isinstance(child, ast.Call):
+                func = child.func
+                if isinstance(func, ast.Attribute):
+                    found.append((function, func.attr))
+                elif isinstance(func, ast.Name):
+                    found.append((function, func.id))
+            visit(child, function)
+
+    visit(tree, "<module>")
+    return found
+
+
+def test_only_the_tap_handler_adds_jobs() -> None:
+    adding = [
+        (module, function, name)
+        for module, tree in _modules().items()
+        for function, name in _calls(tree)
+        if name in ADDING
+    ]
+    assert adding == [("app", "tap", "put")]
+
+
+def test_the_tap_handler_is_only_reached_by_a_post() -> None:
+    app = _modules()["app"]
+    routes = [
+        node
+        for node in ast.walk(app)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "Route"
+    ]
+    tap_routes = [
+        r for r in routes if any(isinstance(a, ast.Name) and a.id == "tap" for a in r.args)
+    ]
+    assert len(tap_routes) == 1
+    methods = {k.arg: ast.literal_eval(k.value) for k in tap_routes[0].keywords}
+    assert methods == {"methods": ["POST"]}
+    # Nothing else calls the handler.
+    uses = [n for tree in _modules().values() for n in ast.walk(tree) if isinstance(n, ast.Name)]
+    assert sum(n.id == "tap" for n in uses) == 1
+
+
+def test_every_pay_once_call_is_in_pay_py() -> None:
+    outside: list[tuple[str, str]] = []
+    for module, tree in _modules().items():
+        if module == "pay":
+            continue
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "diskcache_oxide"
+            ):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.Attribute):
+                names = [node.attr]
+            outside += [(module, name) for name in names if name in PAY_ONCE]
+    assert outside == []
+    pay = [name for _, name in _calls(_modules()["pay"]) if name in PAY_ONCE | {"get_or_compute"}]
+    assert "get_or_compute" in pay and "drain_turns" in pay
+
+
+def test_the_shipped_pages_are_generated_from_their_source() -> None:
+    result = subprocess.run(
+        [sys.executable, str(READER_ROOT / "make_articles.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    pages = sorted(Path(READER_ROOT / "articles").glob("*.html"))
+    assert len(pages) == 30
