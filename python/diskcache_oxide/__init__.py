@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from ._core import __version__
 from .caches import Caches
-from .claims import Claim, ClaimInfo, Claims, ClaimTimeout, compute_once, get_or_compute
+from .claims import (
+    COMPUTING,
+    Claim,
+    ClaimInfo,
+    Claims,
+    ClaimTimeout,
+    compute_once,
+    get_or_compute,
+)
 from .core import DEFAULT_SETTINGS, ENOVAL, EVICTION_POLICY, UNKNOWN, Cache, Constant
 from .errors import (
     CacheError,
@@ -56,6 +64,7 @@ __all__ = [
     "Cache",
     "CacheError",
     "Caches",
+    "COMPUTING",
     "Claim",
     "ClaimInfo",
     "ClaimTimeout",

@@ -173,6 +173,9 @@ CALLS: tuple[Call, ...] = (
     Call("transact",      _written("the block just runs, with nothing to lock")),
     Call("memoize",       _written("the decorated function runs on every call (its "
                                    "``__cache_key__`` gives the keys `Cache.memoize` would use)")),
+    Call("get_or_compute", _written("calls ``fn`` every time: nothing is stored and no claim "
+                                    "is taken"),
+                                          None,               ROUTED),
     Call("__len__",       ZERO,           ZERO,               None,          "length", "len"),
     Call("__iter__",      NO_ITEMS),
     Call("__reversed__",  NO_ITEMS),
@@ -456,9 +459,10 @@ def faces_stub() -> str:
         'core.py; do not edit: `make lint` checks it is current."""',
         "",
         "import warnings",
-        "from collections.abc import Iterable, Iterator, Mapping",
-        "from typing import Any, Literal",
+        "from collections.abc import Callable, Iterable, Iterator, Mapping",
+        "from typing import Any, Literal, TypeVar",
         "",
+        "R = TypeVar('R')",
         "_Tag = str | int | float | bytes | None",
         "_Side = Literal['front', 'back']",
     ]

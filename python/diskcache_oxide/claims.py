@@ -1,38 +1,43 @@
-"""Claims with a TTL, and compute-once on top of them.
+"""Claims with a lease, and compute-once on top of them.
 
-A *claim* marks a key as "someone is working on it" for a limited time. It lives in the
-cache directory, so every thread, event loop and process that opens the directory sees it;
-an in-process lock (``threading.Lock``, ``asyncio.Lock``) cannot do that. Each claim carries
-a random owner token: only the holder of the token can release or extend it, and once its
-TTL has passed anyone may take it, so a holder that crashed blocks the key for at most one
-TTL. See docs/decisions/D-023-claims-and-compute-once.md and docs/guide-paying-once.md.
+A *claim* marks a key as "someone is working on it" for a limited time, its *lease*. It lives
+in the cache directory, in a table of its own (D-044), so every thread, event loop and
+process that opens the directory sees it, and no ``clear()``, eviction, expiry, cull or size
+limit removes it; an in-process lock (``threading.Lock``, ``asyncio.Lock``) cannot do that.
+Each claim carries a random owner token: only the holder of the token can release or extend
+it, and once its lease has run out anyone may take it, so a holder that crashed blocks the key
+for at most one lease. See docs/decisions/D-023-claims-and-compute-once.md and
+docs/guide-paying-once.md.
 
-:func:`get_or_compute` (and the :func:`compute_once` decorator) use claims so that exactly
-one caller computes a missing value while every other caller waits for the stored result.
-
-The claim is an ordinary cache entry under the key ``(CLAIM_NAMESPACE, namespace, key)``:
-it is taken with ``add(..., expire=ttl)`` (atomic: it succeeds only if no live entry
-exists, and an expired one counts as absent), and released or extended inside
-``transact()`` after checking the stored token.
+:func:`get_or_compute` (:meth:`Cache.get_or_compute`, and the :func:`compute_once`
+decorator) use claims so that exactly one caller computes a missing value while every other
+caller waits for the stored result. While the value is computed, a heartbeat renews the
+claim, so a short lease is safe however long the computation takes. The names (D-045):
+``lease`` is how long a claim lasts without renewal, ``expire`` how long the stored value
+lives, ``timeout`` how long a waiter waits.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import os
 import secrets
 import socket
+import sys
+import threading
 import time
-from collections.abc import Callable, Collection, Iterator
+import warnings
+from collections.abc import Callable, Collection
 from types import TracebackType
-from typing import Any, Generic, NamedTuple, ParamSpec, Protocol, TypeVar, cast
+from typing import Any, Generic, Literal, NamedTuple, ParamSpec, Protocol, TypeVar, cast
 
-from .core import ENOVAL, Cache, args_to_key, full_name
+from .core import ENOVAL, Cache, Constant, args_to_key
 from .errors import CacheError
 
 __all__ = [
-    "CLAIM_NAMESPACE",
+    "COMPUTING",
     "Claim",
     "ClaimInfo",
     "ClaimTimeout",
@@ -47,18 +52,22 @@ R = TypeVar("R")
 
 _log = logging.getLogger("diskcache_oxide")
 
-#: The first element of every claim's cache key; user keys never collide with it unless
-#: they are tuples starting with this exact string.
-CLAIM_NAMESPACE = "diskcache_oxide.claim"
+#: What ``get_or_compute(..., if_computing="skip")`` returns when another caller holds the
+#: claim: the value is being computed elsewhere, and this caller did not wait for it.
+COMPUTING = Constant("COMPUTING")
 
-#: Polling: first pause, growth factor and longest pause, in seconds.
-POLL_FIRST = 0.005
-POLL_FACTOR = 1.5
-POLL_MAX = 0.1
+#: The default lease, in seconds: renewed by the heartbeat while the value is computed.
+LEASE = 60.0
+
+#: The heartbeat renews a claim after this fraction of its lease has passed.
+HEARTBEAT_FRACTION = 1 / 3
+
+#: Where there is no directory watch, waiters look again at least this often (seconds).
+_WAIT_SLICE = 1.0
 
 
 class ClaimTimeout(CacheError, TimeoutError):
-    """A claim could not be taken, or a computed value did not appear, within ``wait``.
+    """A claim could not be taken, or a computed value did not appear, within ``timeout``.
 
     Not to be confused with :class:`~diskcache_oxide.Timeout`, which means the database
     stayed locked.
@@ -67,7 +76,7 @@ class ClaimTimeout(CacheError, TimeoutError):
 
 class ClaimInfo(NamedTuple):
     """Who holds a claim: the token, the holder's host and pid, when it was taken (epoch
-    seconds) and when it expires unless extended (epoch seconds)."""
+    seconds) and when its lease runs out unless renewed (epoch seconds)."""
 
     token: str
     host: str
@@ -76,31 +85,49 @@ class ClaimInfo(NamedTuple):
     expires: float
 
 
-def _ttl(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"ttl must be a number of seconds, not {type(value).__name__}")
-    ttl = float(value)
-    if not ttl > 0 or ttl == float("inf"):
-        raise ValueError(f"ttl must be a finite number of seconds > 0, not {value!r}")
-    return ttl
+# ---- arguments ------------------------------------------------------------------------------
 
 
-def _wait(value: object, name: str = "wait") -> float:
+def _lease(value: object, name: str = "lease") -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
-    wait = float(value)
-    if not wait >= 0:
+    lease = float(value)
+    if not lease > 0 or lease == float("inf"):
+        raise ValueError(f"{name} must be a finite number of seconds > 0, not {value!r}")
+    return lease
+
+
+def _timeout(value: object, name: str = "timeout") -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
+    seconds = float(value)
+    if not seconds >= 0:
         raise ValueError(f"{name} must be a number of seconds >= 0, not {value!r}")
-    return wait
+    return seconds
 
 
-def backoff(first: float = POLL_FIRST) -> Iterator[float]:
-    """The pauses between polls: ``first``, growing by :data:`POLL_FACTOR` up to
-    :data:`POLL_MAX`, with a little jitter so waiters do not poll in step."""
-    delay = first
-    while True:
-        yield delay * (0.75 + 0.5 * secrets.randbelow(1000) / 1000)
-        delay = min(delay * POLL_FACTOR, POLL_MAX)
+def _renamed(old: str, new: str, value: Any, current: Any) -> Any:
+    """The value of a keyword given under its old name (D-045), with a DeprecationWarning."""
+    if value is None:
+        return current
+    warnings.warn(
+        f"{old}= is now {new}= ({old} read as the value's lifetime; see D-045)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return value
+
+
+_IF_COMPUTING = ("wait", "skip")
+
+
+def _if_computing(value: object) -> Literal["wait", "skip"]:
+    if value not in _IF_COMPUTING:
+        raise ValueError(f"if_computing must be 'wait' or 'skip', not {value!r}")
+    return cast(Literal["wait", "skip"], value)
+
+
+# ---- claims ---------------------------------------------------------------------------------
 
 
 class Claims:
@@ -110,11 +137,12 @@ class Claims:
     :param namespace: keeps separate sets of claims on the same keys apart (default
         ``'default'``)
 
-    ``acquire`` returns a :class:`Claim` or None; ``hold`` waits and raises
-    :class:`ClaimTimeout`, and is meant for ``with``::
+    ``try_acquire`` returns a :class:`Claim` or None at once; ``acquire`` waits up to
+    ``timeout`` (woken when the holder releases the claim or its lease runs out); ``hold``
+    raises :class:`ClaimTimeout` instead of returning None, and is meant for ``with``::
 
         claims = Claims(cache)
-        with claims.hold("article:7", ttl=30, wait=5):
+        with claims.hold("article:7", lease=30, timeout=5):
             ...  # nobody else holds the claim here (for up to 30 s)
     """
 
@@ -140,92 +168,101 @@ class Claims:
     def __repr__(self) -> str:
         return f"Claims({self._cache.directory!r}, namespace={self._namespace!r})"
 
-    def _key(self, key: Any) -> tuple[Any, ...]:
-        return (CLAIM_NAMESPACE, self._namespace, key)
+    def try_acquire(
+        self, key: Any, lease: float = LEASE, *, ttl: float | None = None
+    ) -> Claim | None:
+        """Take the claim on ``key`` for ``lease`` seconds if nobody holds it (a claim whose
+        lease ran out counts as free); None if it is held. Never waits.
 
-    def try_acquire(self, key: Any, ttl: float) -> Claim | None:
-        """Take the claim on ``key`` for ``ttl`` seconds if nobody holds it (an expired
-        claim counts as free); None if it is held. Never waits."""
-        seconds = _ttl(ttl)
+        :param ttl: the old name of ``lease`` (deprecated)
+        """
+        seconds = _lease(_renamed("ttl", "lease", ttl, lease))
         token = secrets.token_hex(16)
-        record = {
-            "token": token,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "acquired": time.time(),
-        }
-        if self._cache.add(self._key(key), record, expire=seconds, retry=True):
-            return Claim(self, key, token, seconds)
-        return None
+        taken = self._cache._claim_acquire(
+            self._namespace, key, seconds, token, socket.gethostname(), os.getpid()
+        )
+        return Claim(self, key, token, seconds) if taken else None
 
-    def acquire(self, key: Any, ttl: float, *, wait: float = 0.0) -> Claim | None:
-        """Take the claim on ``key`` for ``ttl`` seconds, polling for up to ``wait``
-        seconds while someone else holds it; None if it could not be taken."""
-        limit = _wait(wait)
+    def acquire(
+        self,
+        key: Any,
+        lease: float = LEASE,
+        *,
+        timeout: float = 0.0,
+        ttl: float | None = None,
+        wait: float | None = None,
+    ) -> Claim | None:
+        """Take the claim on ``key`` for ``lease`` seconds, waiting up to ``timeout`` seconds
+        while someone else holds it; None if it could not be taken. The wait sleeps until the
+        holder releases the claim or its lease runs out (polling only where the platform has
+        no directory watch).
+
+        :param ttl: the old name of ``lease``; ``wait``: the old name of ``timeout``
+            (deprecated)
+        """
+        seconds = _lease(_renamed("ttl", "lease", ttl, lease))
+        limit = _timeout(_renamed("wait", "timeout", wait, timeout))
         deadline = time.monotonic() + limit
-        pauses = backoff()
         while True:
-            claim = self.try_acquire(key, ttl)
+            claim = self.try_acquire(key, seconds)
             if claim is not None:
                 return claim
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            time.sleep(min(next(pauses), remaining))
+            self._cache._claim_wait(self._namespace, key, min(remaining, _WAIT_SLICE), False)
 
-    def hold(self, key: Any, ttl: float, *, wait: float = 0.0) -> Claim:
-        """Like :meth:`acquire`, but raises :class:`ClaimTimeout` instead of returning
-        None; use the result in a ``with`` block to release it at the end."""
-        claim = self.acquire(key, ttl, wait=wait)
+    def hold(
+        self,
+        key: Any,
+        lease: float = LEASE,
+        *,
+        timeout: float = 0.0,
+        ttl: float | None = None,
+        wait: float | None = None,
+    ) -> Claim:
+        """Like :meth:`acquire`, but raises :class:`ClaimTimeout` instead of returning None;
+        use the result in a ``with`` block to release it at the end."""
+        limit = _renamed("wait", "timeout", wait, timeout)
+        claim = self.acquire(key, _renamed("ttl", "lease", ttl, lease), timeout=limit)
         if claim is None:
-            raise ClaimTimeout(f"the claim on {key!r} is held by another owner (waited {wait} s)")
+            raise ClaimTimeout(
+                f"the claim on {key!r} is held by another owner (waited {limit} s); "
+                "holder() says who holds it"
+            )
         return claim
 
     def holder(self, key: Any) -> ClaimInfo | None:
-        """Who holds the claim on ``key``; None if nobody does (or it expired)."""
-        found = self._cache.get(self._key(key), default=ENOVAL, expire_time=True, retry=True)
-        record, expires = found
-        if record is ENOVAL or not isinstance(record, dict):
-            return None
-        return ClaimInfo(
-            record["token"],
-            record["host"],
-            record["pid"],
-            record["acquired"],
-            float("inf") if expires is None else expires,
-        )
+        """Who holds the claim on ``key``; None if nobody does (or its lease ran out)."""
+        found = self._cache._claim_holder(self._namespace, key)
+        return None if found is None else ClaimInfo(*found)
 
     def release(self, key: Any, token: str) -> bool:
         """Release the claim on ``key`` if ``token`` owns it; False if it does not (never
-        did, already released, or the claim expired and may have been taken by another)."""
-        ckey = self._key(key)
-        with self._cache.transact(retry=True):
-            if not self._owned(ckey, token):
-                return False
-            return self._cache.delete(ckey, retry=True)
+        did, already released, or the lease ran out and another may have taken it)."""
+        return self._cache._claim_release(self._namespace, key, token)
 
-    def extend(self, key: Any, token: str, ttl: float) -> bool:
-        """Make the claim on ``key`` expire ``ttl`` seconds from now if ``token`` owns it
-        and it has not expired; False otherwise."""
-        seconds = _ttl(ttl)
-        ckey = self._key(key)
-        with self._cache.transact(retry=True):
-            if not self._owned(ckey, token):
-                return False
-            return self._cache.touch(ckey, expire=seconds, retry=True)
+    def extend(
+        self, key: Any, token: str, lease: float = LEASE, *, ttl: float | None = None
+    ) -> bool:
+        """Make the claim on ``key`` run out ``lease`` seconds from now if ``token`` owns it
+        and its lease has not run out; False otherwise."""
+        seconds = _lease(_renamed("ttl", "lease", ttl, lease))
+        return self._cache._claim_extend(self._namespace, key, token, seconds) is not None
 
     def owns(self, key: Any, token: str) -> bool:
         """True if ``token`` holds the live claim on ``key``."""
-        return self._owned(self._key(key), token)
-
-    def _owned(self, ckey: tuple[Any, ...], token: str) -> bool:
-        record = self._cache.get(ckey, default=None, retry=True)
-        return isinstance(record, dict) and record.get("token") == token
+        held = self.holder(key)
+        return held is not None and held.token == token
 
     def break_claim(self, key: Any) -> bool:
-        """Delete the claim on ``key`` whoever holds it (an operator's tool); False if there
+        """Remove the claim on ``key`` whoever holds it (an operator's tool); False if there
         was none."""
-        return self._cache.delete(self._key(key), retry=True)
+        return self._cache._claim_break(self._namespace, key)
+
+    def list(self) -> list[tuple[Any, ClaimInfo]]:
+        """The live claims of this namespace, as ``(key, ClaimInfo)`` pairs."""
+        return [(row[1], ClaimInfo(*row[2:])) for row in self._cache._claims_list(self._namespace)]
 
 
 class Claim:
@@ -239,31 +276,37 @@ class Claim:
         "_claims": None,
         "key": "The key claimed.",
         "token": "The random token that identifies the owner.",
-        "ttl": "The TTL the claim was taken with, in seconds (what :meth:`extend` renews).",
+        "lease": "The lease the claim was taken with, in seconds (what :meth:`extend` renews).",
     }
 
-    def __init__(self, claims: Claims, key: Any, token: str, ttl: float) -> None:
+    def __init__(self, claims: Claims, key: Any, token: str, lease: float) -> None:
         self._claims = claims
         self.key = key
         self.token = token
-        self.ttl = ttl
+        self.lease = lease
 
     @property
     def claims(self) -> Claims:
         """The :class:`Claims` it was taken from (its cache directory and namespace)."""
         return self._claims
 
+    @property
+    def ttl(self) -> float:
+        """The old name of :attr:`lease`."""
+        return self.lease
+
     def __repr__(self) -> str:
-        return f"Claim(key={self.key!r}, token={self.token!r}, ttl={self.ttl!r})"
+        return f"Claim(key={self.key!r}, token={self.token!r}, lease={self.lease!r})"
 
     def release(self) -> bool:
-        """Release it; False if it was no longer ours (expired or already released)."""
+        """Release it; False if it was no longer ours (its lease ran out, or already
+        released)."""
         return self._claims.release(self.key, self.token)
 
-    def extend(self, ttl: float | None = None) -> bool:
-        """Heartbeat: the claim now expires ``ttl`` seconds from now (default: the TTL it
+    def extend(self, lease: float | None = None) -> bool:
+        """Heartbeat: the claim now runs out ``lease`` seconds from now (default: the lease it
         was taken with). False if it was no longer ours."""
-        return self._claims.extend(self.key, self.token, self.ttl if ttl is None else ttl)
+        return self._claims.extend(self.key, self.token, self.lease if lease is None else lease)
 
     def held(self) -> bool:
         """True while the claim is live and ours."""
@@ -279,7 +322,7 @@ class Claim:
         tb: TracebackType | None,
     ) -> None:
         if not self.release():
-            _log.warning("claim on %r was lost before its release (TTL passed?)", self.key)
+            _log.warning("claim on %r was lost before its release (its lease ran out)", self.key)
 
 
 # ---- compute-once ---------------------------------------------------------------------------
@@ -288,43 +331,103 @@ class Claim:
 def _release_after_turn(claim: Claim) -> None:
     if not claim.release():
         _log.warning(
-            "claim on %r expired while its value was computed; another caller may have "
-            "computed it too (use a longer ttl)",
+            "claim on %r ran out while its value was computed (the heartbeat could not renew "
+            "it in time); another caller may have computed it too",
             claim.key,
         )
+
+
+class _Heartbeat:
+    """Renews ``claim`` every ``HEARTBEAT_FRACTION`` of its lease, in a daemon thread, until
+    the block ends: a holder that dies stops renewing, so its claim runs out one lease later."""
+
+    def __init__(self, claim: Claim) -> None:
+        self._claim = claim
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._beat, name="diskcache-oxide-heartbeat", daemon=True
+        )
+
+    def _beat(self) -> None:
+        interval = self._claim.lease * HEARTBEAT_FRACTION
+        while not self._stop.wait(interval):
+            try:
+                if not self._claim.extend():
+                    _log.warning(
+                        "the claim on %r was lost; stopping its heartbeat", self._claim.key
+                    )
+                    return
+            except Exception as error:  # a locked or full disk: try again next beat
+                _log.warning("could not renew the claim on %r: %s", self._claim.key, error)
+
+    def __enter__(self) -> _Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exception: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _sync_callable(fn: object) -> Callable[..., Any]:
+    if not callable(fn):
+        raise TypeError(f"fn must be a callable that computes the value, not {type(fn).__name__}")
+    if inspect.iscoroutinefunction(fn):
+        raise TypeError(
+            f"fn is a coroutine function ({getattr(fn, '__qualname__', fn)!r}); await "
+            "AsyncCache.get_or_compute (or aget_or_compute) for it instead"
+        )
+    return fn
 
 
 def get_or_compute(
     cache: Cache,
     key: Any,
-    fn: Callable[[], R],
-    *,
-    ttl: float = 60.0,
-    wait: float | None = None,
+    fn: Callable[..., R],
+    /,
+    *args: Any,
+    lease: float = LEASE,
+    timeout: float | None = None,
     expire: float | None = None,
     tag: str | int | float | bytes | None = None,
     namespace: str = "default",
+    if_computing: Literal["wait", "skip"] = "wait",
+    ttl: float | None = None,
+    wait: float | None = None,
+    **kwargs: Any,
 ) -> R:
-    """The value of ``key``, computed by ``fn()`` once across threads, loops and processes.
+    """The value of ``key``, computed by ``fn(*args, **kwargs)`` once across threads, loops
+    and processes.
 
     If ``key`` is cached, its value is returned. Otherwise one caller takes the claim on
-    ``key`` (for ``ttl`` seconds), calls ``fn``, stores the result (with ``expire`` and
-    ``tag``) and releases the claim; every other caller polls, with backoff, until the value
-    appears, and returns it. If the computing caller dies, its claim expires after ``ttl``
-    and a waiter takes over; if ``fn`` raises, the claim is released and the error raised
-    in that caller, and the waiters try the claim again at their next poll.
+    ``key``, calls ``fn`` (a heartbeat renewing the claim meanwhile), stores the result
+    (with ``expire`` and ``tag``) and releases the claim; every other caller sleeps until
+    the value is stored or the claim is released or runs out, and returns the value. If the
+    computing caller dies, its claim runs out one ``lease`` later and a waiter takes over;
+    if ``fn`` raises, the claim is released and the error raised in that caller, and the
+    waiters try the claim again.
 
-    :param ttl: seconds the claim lasts: longer than ``fn`` ever takes, short enough that a
-        crashed caller does not block the key for long
-    :param wait: seconds a waiter waits in all (default: ``ttl`` plus the time for one more
-        computation, i.e. ``2 * ttl``)
-    :raises ClaimTimeout: if ``wait`` passed without a value
+    :param lease: seconds a claim lasts without renewal: how long a crashed caller can
+        block the key (the heartbeat renews it every third of that while ``fn`` runs)
+    :param timeout: seconds a waiter waits in all before :class:`ClaimTimeout` (default:
+        wait as long as it takes)
+    :param expire: seconds the stored value lives (default: until evicted)
+    :param if_computing: ``'skip'``: if another caller holds the claim, return
+        :data:`COMPUTING` at once instead of waiting (a worker that leaves the key to the
+        caller already computing it)
+    :param ttl: the old name of ``lease``; ``wait``: the old name of ``timeout`` (deprecated)
+    :raises ClaimTimeout: if ``timeout`` passed without a value
+
+    ``args`` and ``kwargs`` go to ``fn``; a keyword named like one of these options is taken
+    as the option, so pass ``functools.partial(fn, expire=...)`` for such an argument.
     """
-    seconds = _ttl(ttl)
-    limit = 2 * seconds if wait is None else _wait(wait)
+    compute = _sync_callable(fn)
+    seconds = _lease(_renamed("ttl", "lease", ttl, lease))
+    limit_given = _renamed("wait", "timeout", wait, timeout)
+    limit = None if limit_given is None else _timeout(limit_given)
+    mode = _if_computing(if_computing)
     claims = Claims(cache, namespace)
-    deadline = time.monotonic() + limit
-    pauses = backoff()
+    deadline = None if limit is None else time.monotonic() + limit
     while True:
         value = cache.get(key, default=ENOVAL, retry=True)
         if value is not ENOVAL:
@@ -333,19 +436,51 @@ def get_or_compute(
         if claim is not None:
             try:
                 # The previous holder may have stored the value and released between our
-                # get and our add.
+                # get and our claim.
                 value = cache.get(key, default=ENOVAL, retry=True)
                 if value is not ENOVAL:
                     return cast(R, value)
-                result = fn()
+                with _Heartbeat(claim):
+                    result = compute(*args, **kwargs)
+                if inspect.isawaitable(result):
+                    close = getattr(result, "close", None)
+                    if close is not None:
+                        close()
+                    raise TypeError(
+                        "fn returned an awaitable; await AsyncCache.get_or_compute (or "
+                        "aget_or_compute) for a function that returns a coroutine"
+                    )
                 cache.set(key, result, expire=expire, tag=tag, retry=True)
-                return result
+                return cast(R, result)
             finally:
                 _release_after_turn(claim)
-        remaining = deadline - time.monotonic()
+        if mode == "skip":
+            return cast(R, COMPUTING)
+        remaining = _WAIT_SLICE if deadline is None else deadline - time.monotonic()
         if remaining <= 0:
             raise ClaimTimeout(f"no value for {key!r} appeared within {limit} s")
-        time.sleep(min(next(pauses), remaining))
+        cache._claim_wait(namespace, key, min(remaining, _WAIT_SLICE))
+
+
+def stable_name(func: Callable[..., Any]) -> str:
+    """The ``module.qualname`` compute-once keys a function by, the same in a process that
+    runs its module as a script (``python -m package.module``) and in one that imports it.
+
+    :raises ValueError: for a function of a script run by its path (``python script.py``),
+        whose module name other processes cannot know: pass ``name=``
+    """
+    module = func.__module__
+    if module == "__main__":
+        spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+        if spec is None or not getattr(spec, "name", None):
+            raise ValueError(
+                f"{func.__qualname__} is defined in a script run by its path, so its "
+                "compute-once key would differ from the same function imported as a module "
+                "(and both would pay); pass name='...' to compute_once, or run the script "
+                "with python -m"
+            )
+        module = spec.name
+    return f"{module}.{func.__qualname__}"
 
 
 class ComputeOnce(Protocol, Generic[P, R]):
@@ -361,20 +496,28 @@ class ComputeOnce(Protocol, Generic[P, R]):
 def compute_once(
     cache: Cache,
     *,
-    ttl: float = 60.0,
-    wait: float | None = None,
+    lease: float = LEASE,
+    timeout: float | None = None,
     expire: float | None = None,
     tag: str | int | float | bytes | None = None,
     name: str | None = None,
     typed: bool = False,
     ignore: Collection[int | str] = (),
+    ttl: float | None = None,
+    wait: float | None = None,
 ) -> Callable[[Callable[P, R]], ComputeOnce[P, R]]:
-    """Decorator: like :meth:`Cache.memoize` (same keys), but each result is computed once
-    across threads, loops and processes, through :func:`get_or_compute`."""
-    seconds = _ttl(ttl)
+    """Decorator: like :meth:`Cache.memoize`, but each result is computed once across
+    threads, loops and processes, through :func:`get_or_compute`.
+
+    Keys are :meth:`Cache.memoize`'s, with the function named by :func:`stable_name`, so a
+    worker that runs the module as ``python -m`` and a server that imports it share them;
+    ``name=`` sets the name instead.
+    """
+    seconds = _lease(_renamed("ttl", "lease", ttl, lease))
+    limit = _renamed("wait", "timeout", wait, timeout)
 
     def decorator(func: Callable[P, R]) -> ComputeOnce[P, R]:
-        base = (full_name(func),) if name is None else (name,)
+        base = (stable_name(func),) if name is None else (name,)
 
         def cache_key(*args: P.args, **kwargs: P.kwargs) -> tuple[Any, ...]:
             return args_to_key(base, args, kwargs, typed, ignore)
@@ -384,9 +527,9 @@ def compute_once(
             return get_or_compute(
                 cache,
                 cache_key(*args, **kwargs),
-                lambda: func(*args, **kwargs),
-                ttl=seconds,
-                wait=wait,
+                functools.partial(func, *args, **kwargs),
+                lease=seconds,
+                timeout=limit,
                 expire=expire,
                 tag=tag,
             )

@@ -348,6 +348,49 @@ class Cache(_core.CacheCore):
         """
         return memoize_on(self, name, typed, expire, tag, ignore)
 
+    def get_or_compute(
+        self,
+        key: Any,
+        fn: Callable[..., R],
+        /,
+        *args: Any,
+        lease: float = 60.0,
+        timeout: float | None = None,
+        expire: float | None = None,
+        tag: str | int | float | bytes | None = None,
+        namespace: str = "default",
+        if_computing: Literal["wait", "skip"] = "wait",
+        **kwargs: Any,
+    ) -> R:
+        """The value of ``key``, computed by ``fn(*args, **kwargs)`` once across threads,
+        loops and processes: :func:`diskcache_oxide.get_or_compute` on this cache.
+
+        :param lease: seconds the claim lasts without renewal (a heartbeat renews it while
+            ``fn`` runs, so this is how long a crashed caller can block the key)
+        :param timeout: seconds a waiter waits before
+            :class:`~diskcache_oxide.ClaimTimeout` (default: as long as it takes)
+        :param expire: seconds the stored value lives (default: until evicted)
+        :param tag: the stored value's tag
+        :param namespace: the claims' namespace
+        :param if_computing: ``'skip'`` returns :data:`~diskcache_oxide.COMPUTING` at once
+            when another caller is computing the value, instead of waiting for it
+        """
+        from .claims import get_or_compute  # claims.py builds on this module
+
+        return get_or_compute(
+            self,
+            key,
+            fn,
+            *args,
+            lease=lease,
+            timeout=timeout,
+            expire=expire,
+            tag=tag,
+            namespace=namespace,
+            if_computing=if_computing,
+            **kwargs,
+        )
+
 
 def memoize_on(
     cache: Any,

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import inspect
 
-import pytest
-
 import diskcache_oxide as dco
+import pytest
 from diskcache_oxide import _api
 from diskcache_oxide.aio import AsyncCache
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -13,6 +14,7 @@ pytestmark = pytest.mark.oxide
 
 dc = pytest.importorskip("diskcache_oxide")
 from diskcache_oxide import aio  # noqa: E402
+from diskcache_oxide.claims import Claims  # noqa: E402
 
 
 @pytest.fixture
@@ -193,11 +195,11 @@ def test_cancelled_take_releases_the_job(cache: Any) -> None:
 def test_async_claims(cache: Any) -> None:
     async def main() -> None:
         claims = aio.AsyncCache(cache).claims()
-        async with await claims.hold("k", ttl=10) as claim:
+        async with await claims.hold("k", lease=10) as claim:
             assert await claim.held()
-            assert await claims.acquire("k", ttl=10, wait=0.05) is None
+            assert await claims.acquire("k", lease=10, timeout=0.05) is None
             with pytest.raises(dc.ClaimTimeout):
-                await claims.hold("k", ttl=10, wait=0.05)
+                await claims.hold("k", lease=10, timeout=0.05)
             assert await claim.extend(20)
             info = await claims.holder("k")
             assert info is not None and info.token == claim.token
@@ -217,7 +219,7 @@ def test_aget_or_compute_once_across_tasks(cache: Any) -> None:
             return "v"
 
         results = await asyncio.gather(
-            *(aio.aget_or_compute(cache, "k", fn, ttl=10, wait=10) for _ in range(10))
+            *(aio.aget_or_compute(cache, "k", fn, lease=10, timeout=10) for _ in range(10))
         )
         assert results == ["v"] * 10 and calls == 1
         assert aio.pending_turns() == 0
@@ -231,7 +233,7 @@ def test_cancelled_caller_loses_the_view_not_the_work(cache: Any) -> None:
             await asyncio.sleep(0.1)
             return "kept"
 
-        reader = asyncio.create_task(aio.aget_or_compute(cache, "k", fn, ttl=10))
+        reader = asyncio.create_task(aio.aget_or_compute(cache, "k", fn, lease=10))
         await asyncio.sleep(0.03)
         reader.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -250,13 +252,13 @@ def test_failure_releases_and_raises(cache: Any) -> None:
             raise RuntimeError("boom")
 
         with pytest.raises(RuntimeError):
-            await aio.aget_or_compute(cache, "k", boom, ttl=30)
+            await aio.aget_or_compute(cache, "k", boom, lease=30)
         assert await aio.AsyncCache(cache).claims().holder("k") is None
 
         async def ok() -> str:
             return "ok"
 
-        assert await aio.aget_or_compute(cache, "k", ok, ttl=30, wait=1) == "ok"
+        assert await aio.aget_or_compute(cache, "k", ok, lease=30, timeout=1) == "ok"
 
     run(main)
 
@@ -264,13 +266,13 @@ def test_failure_releases_and_raises(cache: Any) -> None:
 def test_async_wait_timeout(cache: Any) -> None:
     async def main() -> None:
         claims = aio.AsyncClaims(cache)
-        held = await claims.hold("k", ttl=30)
+        held = await claims.hold("k", lease=30)
 
         async def never() -> str:
             raise AssertionError("called")
 
         with pytest.raises(dc.ClaimTimeout):
-            await aio.aget_or_compute(cache, "k", never, ttl=30, wait=0.1)
+            await aio.aget_or_compute(cache, "k", never, lease=30, timeout=0.1)
         await held.release()
 
     run(main)
@@ -280,7 +282,7 @@ def test_acompute_once_decorator(cache: Any) -> None:
     async def main() -> None:
         calls: list[int] = []
 
-        @aio.acompute_once(aio.AsyncCache(cache), ttl=10)
+        @aio.acompute_once(aio.AsyncCache(cache), lease=10)
         async def double(x: int) -> int:
             calls.append(x)
             return 2 * x
@@ -290,3 +292,75 @@ def test_acompute_once_decorator(cache: Any) -> None:
         assert cache.get(double.__cache_key__(2)) == 4
 
     run(main)
+
+
+def test_async_get_or_compute_runs_a_plain_function_in_a_thread(cache: Any) -> None:
+    loop_thread: list[Any] = []
+
+    def compute(article: int, *, style: str) -> str:
+        loop_thread.append(threading.current_thread())
+        return f"{style} summary of {article}"
+
+    async def main() -> Any:
+        acache = aio.AsyncCache(cache)
+        first = await acache.get_or_compute(("s", 1), compute, 1, style="short")
+        with pytest.raises(TypeError, match="must be a function or coroutine function"):
+            await acache.get_or_compute(("s", 2), "not callable")
+        return first, threading.current_thread()
+
+    first, main_thread = asyncio.run(main())
+    assert first == "short summary of 1"
+    assert loop_thread and loop_thread[0] is not main_thread, "it ran off the event loop"
+
+
+def test_keep_turns_finishes_paid_work_when_the_loop_ends(cache: Any) -> None:
+    paid: list[int] = []
+
+    async def pay() -> str:
+        paid.append(1)
+        await asyncio.sleep(0.3)
+        return "stored"
+
+    async def main() -> None:
+        async with aio.keep_turns():
+            opened = asyncio.ensure_future(aio.aget_or_compute(cache, "k", pay))
+            while not paid:
+                await asyncio.sleep(0.005)
+            opened.cancel()  # the reader went away mid-turn; the turn is shielded
+
+    asyncio.run(main())
+    assert cache.get("k") == "stored"
+
+
+def test_a_turn_cancelled_by_the_end_of_its_loop_logs_a_warning(cache: Any, caplog: Any) -> None:
+    started = threading.Event()
+
+    async def pay() -> str:
+        started.set()
+        await asyncio.sleep(5)
+        return "never stored"
+
+    async def main() -> None:
+        opened = asyncio.ensure_future(aio.aget_or_compute(cache, "k", pay))
+        while not started.is_set():
+            await asyncio.sleep(0.005)
+        opened.cancel()  # and main returns without draining: asyncio.run cancels the turn
+
+    with caplog.at_level("WARNING", logger="diskcache_oxide"):
+        asyncio.run(main())
+    assert "keep_turns" in caplog.text
+    assert cache.get("k") is None
+    assert Claims(cache).holder("k") is None, "the cancelled turn released its claim"
+
+
+def test_turns_lifespan_drains_at_shutdown(cache: Any) -> None:
+    async def main() -> None:
+        async with aio.turns_lifespan(object()):
+            opened = asyncio.ensure_future(
+                aio.aget_or_compute(cache, "k", asyncio.sleep, 0.2, "from the lifespan")
+            )
+            await asyncio.sleep(0.05)
+            opened.cancel()
+
+    asyncio.run(main())
+    assert cache.get("k") == "from the lifespan"

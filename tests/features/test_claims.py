@@ -26,10 +26,10 @@ def cache(tmp_path: Any) -> Any:
 
 def test_acquire_is_exclusive_and_release_frees(cache: Any) -> None:
     claims = Claims(cache)
-    first = claims.try_acquire("a", ttl=10)
+    first = claims.try_acquire("a", lease=10)
     assert first is not None
-    assert claims.try_acquire("a", ttl=10) is None
-    assert claims.try_acquire("b", ttl=10) is not None  # other keys are independent
+    assert claims.try_acquire("a", lease=10) is None
+    assert claims.try_acquire("b", lease=10) is not None  # other keys are independent
     info = claims.holder("a")
     assert info is not None and info.token == first.token
     assert info.expires > time.time() + 9
@@ -37,13 +37,13 @@ def test_acquire_is_exclusive_and_release_frees(cache: Any) -> None:
     assert first.release() is True
     assert first.release() is False  # already released
     assert claims.holder("a") is None
-    second = claims.try_acquire("a", ttl=10)
+    second = claims.try_acquire("a", lease=10)
     assert second is not None and second.token != first.token
 
 
 def test_only_the_owner_releases_or_extends(cache: Any) -> None:
     claims = Claims(cache)
-    claim = claims.try_acquire(("article", 7), ttl=10)
+    claim = claims.try_acquire(("article", 7), lease=10)
     assert claim is not None
     assert claims.release(("article", 7), "forged-token") is False
     assert claims.extend(("article", 7), "forged-token", 100) is False
@@ -53,23 +53,23 @@ def test_only_the_owner_releases_or_extends(cache: Any) -> None:
 
 def test_extend_pushes_the_expiry(cache: Any) -> None:
     claims = Claims(cache)
-    claim = claims.try_acquire("k", ttl=0.3)
+    claim = claims.try_acquire("k", lease=0.3)
     assert claim is not None
     time.sleep(0.2)
     assert claim.extend(0.5)
     time.sleep(0.2)  # past the first TTL, within the extension
-    assert claims.try_acquire("k", ttl=1) is None
+    assert claims.try_acquire("k", lease=1) is None
     assert claim.held()
 
 
 def test_expired_claim_is_taken_by_anyone_and_lost_by_its_owner(cache: Any) -> None:
     claims = Claims(cache)
-    stale = claims.try_acquire("k", ttl=0.1)
+    stale = claims.try_acquire("k", lease=0.1)
     assert stale is not None
     time.sleep(0.15)
     assert not stale.held()
     assert stale.extend() is False  # cannot revive an expired claim
-    fresh = claims.try_acquire("k", ttl=10)
+    fresh = claims.try_acquire("k", lease=10)
     assert fresh is not None
     assert stale.release() is False  # the old owner cannot release the new claim
     assert fresh.held()
@@ -77,23 +77,23 @@ def test_expired_claim_is_taken_by_anyone_and_lost_by_its_owner(cache: Any) -> N
 
 def test_context_manager_and_hold(cache: Any) -> None:
     claims = Claims(cache)
-    with claims.hold("k", ttl=10) as claim:
+    with claims.hold("k", lease=10) as claim:
         assert claim.held()
         with pytest.raises(dc.ClaimTimeout):
-            claims.hold("k", ttl=10, wait=0.05)
+            claims.hold("k", lease=10, timeout=0.05)
     assert claims.holder("k") is None
-    with pytest.raises(RuntimeError), claims.hold("k", ttl=10):
+    with pytest.raises(RuntimeError), claims.hold("k", lease=10):
         raise RuntimeError("boom")
     assert claims.holder("k") is None  # released on an exception too
 
 
 def test_acquire_waits_for_a_release(cache: Any) -> None:
     claims = Claims(cache)
-    claim = claims.try_acquire("k", ttl=10)
+    claim = claims.try_acquire("k", lease=10)
     assert claim is not None
     threading.Timer(0.1, claim.release).start()
     started = time.monotonic()
-    got = claims.acquire("k", ttl=10, wait=5)
+    got = claims.acquire("k", lease=10, timeout=5)
     assert got is not None
     assert 0.05 < time.monotonic() - started < 3
 
@@ -101,8 +101,8 @@ def test_acquire_waits_for_a_release(cache: Any) -> None:
 def test_namespaces_and_user_keys_are_separate(cache: Any) -> None:
     cache.set("k", "user value")
     a, b = Claims(cache, "a"), Claims(cache, "b")
-    assert a.try_acquire("k", ttl=10) is not None
-    assert b.try_acquire("k", ttl=10) is not None
+    assert a.try_acquire("k", lease=10) is not None
+    assert b.try_acquire("k", lease=10) is not None
     assert cache.get("k") == "user value"
 
 
@@ -110,9 +110,9 @@ def test_bad_arguments(cache: Any) -> None:
     claims = Claims(cache)
     for ttl in (0, -1, float("nan"), float("inf")):
         with pytest.raises(ValueError):
-            claims.try_acquire("k", ttl=ttl)
+            claims.try_acquire("k", lease=ttl)
     with pytest.raises(TypeError):
-        claims.try_acquire("k", ttl="1")
+        claims.try_acquire("k", lease="1")
     with pytest.raises(TypeError):
         Claims("not a cache")  # type: ignore[arg-type]
 
@@ -124,7 +124,7 @@ def test_exactly_one_of_many_threads_wins(cache: Any) -> None:
 
     def race() -> None:
         barrier.wait(10)
-        got = claims.try_acquire("hot", ttl=10)
+        got = claims.try_acquire("hot", lease=10)
         if got is not None:
             wins.append(got)
 
@@ -139,7 +139,7 @@ def test_exactly_one_of_many_threads_wins(cache: Any) -> None:
 @pytest.mark.slow
 def test_claim_is_visible_to_another_process(cache: Any) -> None:
     claims = Claims(cache)
-    claim = claims.try_acquire("shared", ttl=30)
+    claim = claims.try_acquire("shared", lease=30)
     assert claim is not None
     with SPAWN.Pool(1) as pool:
         # held here: the other process cannot take it, nor release it with a wrong token
@@ -147,3 +147,48 @@ def test_claim_is_visible_to_another_process(cache: Any) -> None:
         # but the owner's token works from there
         assert pool.apply(pw.release_claim, (cache.directory, "shared", claim.token)) is True
         assert pool.apply(pw.try_claim, (cache.directory, "shared")) is True
+
+
+def test_clearing_evicting_expiring_and_culling_the_cache_never_remove_a_live_claim(
+    tmp_path: Any,
+) -> None:
+    # A tiny size limit: filling the cache culls it again and again.
+    cache = dc.Cache(str(tmp_path / "small"), size_limit=50_000, cull_limit=100)
+    claims = Claims(cache)
+    claim = claims.try_acquire(("article", 1), lease=30)
+    assert claim is not None
+    for i in range(200):
+        cache.set(i, b"x" * 2_000, expire=0.01 if i % 2 else None, tag="t")
+    time.sleep(0.02)
+    cache.expire()
+    cache.evict("t")
+    cache.cull()
+    cache.clear()
+    assert len(cache) == 0
+    held = claims.holder(("article", 1))
+    assert held is not None and held.token == claim.token
+    assert claims.try_acquire(("article", 1), lease=30) is None, "nobody else can take it"
+    assert claims.list() == [(("article", 1), held)]
+
+
+def test_a_waiter_for_a_claim_is_woken_by_its_release(cache: Any) -> None:
+    claims = Claims(cache)
+    held = claims.try_acquire("k", lease=30)
+    assert held is not None
+    releaser = threading.Timer(0.2, held.release)
+    releaser.start()
+    started = time.monotonic()
+    got = claims.acquire("k", lease=30, timeout=10)
+    releaser.join()
+    assert got is not None
+    # Woken by the release, not by the end of the 30 s lease or the 10 s limit.
+    assert time.monotonic() - started < 5
+
+
+def test_the_old_names_still_work_with_a_deprecation_warning(cache: Any) -> None:
+    claims = Claims(cache)
+    with pytest.warns(DeprecationWarning, match="ttl= is now lease="):
+        claim = claims.try_acquire("k", ttl=10)
+    assert claim is not None and claim.lease == 10 and claim.ttl == 10
+    with pytest.warns(DeprecationWarning, match="wait= is now timeout="):
+        assert claims.acquire("k", lease=10, wait=0.01) is None

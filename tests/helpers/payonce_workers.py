@@ -49,8 +49,8 @@ async def open_article(
         acache,
         article_key(article),
         lambda: clean_article(acache, article, seconds),
-        ttl=ttl,
-        wait=wait,
+        lease=ttl,
+        timeout=wait,
     )
 
 
@@ -108,7 +108,7 @@ def run_requests(
 
 
 def try_claim(directory: str, key: Any) -> bool:
-    return Claims(open_cache(directory)).try_acquire(key, ttl=30) is not None
+    return Claims(open_cache(directory)).try_acquire(key, lease=30) is not None
 
 
 def release_claim(directory: str, key: Any, token: str) -> bool:

@@ -7,6 +7,7 @@
 use pyo3::prelude::*;
 
 mod cache;
+mod claims;
 mod convert;
 mod core;
 mod errors;

@@ -18,6 +18,7 @@
 
 mod bell;
 mod cache;
+mod claims;
 mod conn;
 mod error;
 mod files;
@@ -38,6 +39,7 @@ pub mod value;
 mod vfs;
 
 pub use cache::{Cache, Incr, OpenOptions, WriteOptions, DB_NAME, FORMAT_VERSION};
+pub use claims::{ClaimInfo, Claims, ListedClaim};
 pub use error::{Error, Result};
 pub use jobs::{
     Job, JobCounts, JobInfo, JobOptions, JobState, JobValueError, Jobs, Put, Swept, TakeVerdict,

@@ -27,6 +27,10 @@ impl Reserve {
     /// Room for a removal's own WAL frames and part of a checkpoint's growth of `cache.db`;
     /// every removal then shrinks the database, so what a checkpoint needs falls (D-039).
     pub(crate) const BYTES: i64 = 1 << 20;
+    /// On a small file system (a tmpfs of a few MiB) the reserve is an eighth of it, down to
+    /// this: a full reserve could never be allocated there, and then nothing would be held
+    /// back at all.
+    const SMALLEST: i64 = 64 << 10;
 
     pub(crate) fn new(directory: &Path) -> Reserve {
         Reserve {
@@ -53,15 +57,18 @@ impl Reserve {
         let Ok(c_path) = CString::new(self.path.as_os_str().as_bytes()) else {
             return false;
         };
+        let Some(size) = self.size() else {
+            return false;
+        };
         match std::fs::symlink_metadata(&self.path) {
-            Ok(m) if m.is_file() && m.len() >= Self::BYTES as u64 => return true,
+            Ok(m) if m.is_file() && m.len() >= size as u64 => return true,
             // Cut short (a process killed while allocating it): allocate it again.
             Ok(m) if m.is_file() => {
                 let _ = std::fs::remove_file(&self.path);
             }
             _ => {}
         }
-        if !self.room_for_it() {
+        if !self.room_for(size) {
             return false;
         }
         // O_EXCL: another handle may be allocating it right now; O_NOFOLLOW: never through a
@@ -81,7 +88,7 @@ impl Reserve {
         // SAFETY: fd is open.
         unsafe { libc::fchmod(fd, mode as libc::mode_t) };
         // The blocks are really taken, so the space is there to give back later.
-        let taken = crate::platform::preallocate(fd, Self::BYTES);
+        let taken = crate::platform::preallocate(fd, size);
         // SAFETY: fd is ours.
         unsafe { libc::close(fd) };
         if !taken {
@@ -91,22 +98,30 @@ impl Reserve {
         true
     }
 
-    /// Whether the file system has at least twice the reserve free: taking it back while a
-    /// full disk is being emptied would only make the next removal fail again.
-    fn room_for_it(&self) -> bool {
-        let Some(dir) = self.path.parent() else {
-            return false;
-        };
-        let Ok(c_dir) = CString::new(dir.as_os_str().as_bytes()) else {
-            return false;
-        };
+    fn statvfs(&self) -> Option<libc::statvfs> {
+        let dir = self.path.parent()?;
+        let c_dir = CString::new(dir.as_os_str().as_bytes()).ok()?;
         // SAFETY: statvfs fills the zeroed struct it is given.
         let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
         // SAFETY: a valid C string and a valid out pointer.
-        if unsafe { libc::statvfs(c_dir.as_ptr(), &mut st) } != 0 {
+        (unsafe { libc::statvfs(c_dir.as_ptr(), &mut st) } == 0).then_some(st)
+    }
+
+    /// The reserve's length on this file system: [`Reserve::BYTES`], or an eighth of a
+    /// small file system (at least [`Reserve::SMALLEST`]).
+    fn size(&self) -> Option<i64> {
+        let st = self.statvfs()?;
+        let total = (st.f_blocks as u128) * (st.f_frsize as u128);
+        Some((total / 8).clamp(Self::SMALLEST as u128, Self::BYTES as u128) as i64)
+    }
+
+    /// Whether the file system has at least twice the reserve free: taking it back while a
+    /// full disk is being emptied would only make the next removal fail again.
+    fn room_for(&self, size: i64) -> bool {
+        let Some(st) = self.statvfs() else {
             return false;
-        }
-        (st.f_bavail as u128) * (st.f_frsize as u128) >= 2 * Self::BYTES as u128
+        };
+        (st.f_bavail as u128) * (st.f_frsize as u128) >= 2 * size as u128
     }
 
     /// Give the space back. Returns whether there was a reserve to give.

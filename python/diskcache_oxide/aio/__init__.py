@@ -15,7 +15,14 @@ computation runs in a shielded task that is kept alive until it has stored its r
 from .cache import AsyncCache
 from .claims import AsyncClaim, AsyncClaims
 from .jobs import AsyncJobQueue
-from .turns import acompute_once, aget_or_compute, drain_turns, pending_turns
+from .turns import (
+    acompute_once,
+    aget_or_compute,
+    drain_turns,
+    keep_turns,
+    pending_turns,
+    turns_lifespan,
+)
 
 __all__ = [
     "AsyncCache",
@@ -25,5 +32,7 @@ __all__ = [
     "acompute_once",
     "aget_or_compute",
     "drain_turns",
+    "keep_turns",
     "pending_turns",
+    "turns_lifespan",
 ]

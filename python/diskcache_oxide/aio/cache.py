@@ -6,14 +6,14 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._api import async_face
 from .._docs import mirror_docs
 from ..core import Cache
-from ._run import R, T, _in_thread, _quietly, _reshape, _Side, _Tag, _taking
+from ._run import T, _in_thread, _quietly, _reshape, _Side, _Tag, _taking
 
 if TYPE_CHECKING:
     from .._faces import AsyncCacheCalls as _Calls
@@ -193,19 +193,35 @@ class AsyncCache(_Calls):
     async def get_or_compute(
         self,
         key: Any,
-        fn: Callable[[], Awaitable[R]],
-        *,
-        ttl: float = 60.0,
-        wait: float | None = None,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        lease: float = 60.0,
+        timeout: float | None = None,
         expire: float | None = None,
         tag: _Tag = None,
         namespace: str = "default",
-    ) -> R:
-        """:func:`aget_or_compute` on this cache."""
+        if_computing: Literal["wait", "skip"] = "wait",
+        **kwargs: Any,
+    ) -> Any:
+        """:func:`aget_or_compute` on this cache: the value of ``key``, computed by
+        ``fn(*args, **kwargs)`` once across loops, threads and processes; ``fn`` may be a
+        coroutine function or a plain function (run in the executor). The options are
+        :meth:`Cache.get_or_compute`'s."""
         from .turns import aget_or_compute  # turns.py builds on this module
 
         return await aget_or_compute(
-            self, key, fn, ttl=ttl, wait=wait, expire=expire, tag=tag, namespace=namespace
+            self,
+            key,
+            fn,
+            *args,
+            lease=lease,
+            timeout=timeout,
+            expire=expire,
+            tag=tag,
+            namespace=namespace,
+            if_computing=if_computing,
+            **kwargs,
         )
 
 

@@ -1,4 +1,4 @@
-"""`AsyncClaims` and `AsyncClaim`: claims with a TTL from asyncio (D-023, D-024)."""
+"""`AsyncClaims` and `AsyncClaim`: claims with a lease from asyncio (D-023, D-024, D-044)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,15 @@ from typing import Any
 
 from .._docs import mirror_docs
 from ..claims import (
+    _WAIT_SLICE,
+    LEASE,
     Claim,
     ClaimInfo,
     Claims,
     ClaimTimeout,
-    _ttl,
-    _wait,
-    backoff,
+    _lease,
+    _renamed,
+    _timeout,
 )
 from ..core import Cache
 from ._run import _log, _taking
@@ -25,8 +27,9 @@ from .cache import AsyncCache
 
 
 class AsyncClaims:
-    """:class:`~diskcache_oxide.claims.Claims` as coroutines; waits poll with
-    ``asyncio.sleep``. A caller cancelled while its claim was being taken releases it."""
+    """:class:`~diskcache_oxide.claims.Claims` as coroutines. Waits sleep in the cache's
+    executor until the claim is released or runs out; a caller cancelled while its claim was
+    being taken releases it."""
 
     def __init__(self, cache: Cache | AsyncCache, namespace: str = "default") -> None:
         acache = cache if isinstance(cache, AsyncCache) else AsyncCache(cache)
@@ -38,8 +41,10 @@ class AsyncClaims:
         """The synchronous claims underneath."""
         return self._claims
 
-    async def try_acquire(self, key: Any, ttl: float) -> AsyncClaim | None:
-        seconds = _ttl(ttl)
+    async def try_acquire(
+        self, key: Any, lease: float = LEASE, *, ttl: float | None = None
+    ) -> AsyncClaim | None:
+        seconds = _lease(_renamed("ttl", "lease", ttl, lease))
 
         def give_back(claim: Claim | None) -> None:
             if claim is not None:
@@ -50,22 +55,49 @@ class AsyncClaims:
         )
         return None if claim is None else AsyncClaim(self, claim)
 
-    async def acquire(self, key: Any, ttl: float, *, wait: float = 0.0) -> AsyncClaim | None:
-        deadline = time.monotonic() + _wait(wait)
-        pauses = backoff()
+    async def acquire(
+        self,
+        key: Any,
+        lease: float = LEASE,
+        *,
+        timeout: float = 0.0,
+        ttl: float | None = None,
+        wait: float | None = None,
+    ) -> AsyncClaim | None:
+        seconds = _lease(_renamed("ttl", "lease", ttl, lease))
+        deadline = time.monotonic() + _timeout(_renamed("wait", "timeout", wait, timeout))
+        claims = self._claims
         while True:
-            claim = await self.try_acquire(key, ttl)
+            claim = await self.try_acquire(key, seconds)
             if claim is not None:
                 return claim
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            await asyncio.sleep(min(next(pauses), remaining))
+            await self._acache._run(
+                claims.cache._claim_wait,
+                claims.namespace,
+                key,
+                min(remaining, _WAIT_SLICE),
+                False,
+            )
 
-    async def hold(self, key: Any, ttl: float, *, wait: float = 0.0) -> AsyncClaim:
-        claim = await self.acquire(key, ttl, wait=wait)
+    async def hold(
+        self,
+        key: Any,
+        lease: float = LEASE,
+        *,
+        timeout: float = 0.0,
+        ttl: float | None = None,
+        wait: float | None = None,
+    ) -> AsyncClaim:
+        limit = _renamed("wait", "timeout", wait, timeout)
+        claim = await self.acquire(key, _renamed("ttl", "lease", ttl, lease), timeout=limit)
         if claim is None:
-            raise ClaimTimeout(f"the claim on {key!r} is held by another owner (waited {wait} s)")
+            raise ClaimTimeout(
+                f"the claim on {key!r} is held by another owner (waited {limit} s); "
+                "holder() says who holds it"
+            )
         return claim
 
     async def holder(self, key: Any) -> ClaimInfo | None:
@@ -74,8 +106,11 @@ class AsyncClaims:
     async def release(self, key: Any, token: str) -> bool:
         return await self._acache._run(self._claims.release, key, token)
 
-    async def extend(self, key: Any, token: str, ttl: float) -> bool:
-        return await self._acache._run(self._claims.extend, key, token, ttl)
+    async def extend(self, key: Any, token: str, lease: float = LEASE) -> bool:
+        return await self._acache._run(self._claims.extend, key, token, lease)
+
+    async def list(self) -> list[tuple[Any, ClaimInfo]]:
+        return await self._acache._run(self._claims.list)
 
 
 class AsyncClaim:
@@ -93,14 +128,18 @@ class AsyncClaim:
     def token(self) -> str:
         return self.claim.token
 
+    @property
+    def lease(self) -> float:
+        return self.claim.lease
+
     def __repr__(self) -> str:
         return f"Async{self.claim!r}"
 
     async def release(self) -> bool:
         return await self._claims.release(self.claim.key, self.claim.token)
 
-    async def extend(self, ttl: float | None = None) -> bool:
-        seconds = self.claim.ttl if ttl is None else ttl
+    async def extend(self, lease: float | None = None) -> bool:
+        seconds = self.claim.lease if lease is None else lease
         return await self._claims.extend(self.claim.key, self.claim.token, seconds)
 
     async def held(self) -> bool:
@@ -116,7 +155,7 @@ class AsyncClaim:
         tb: TracebackType | None,
     ) -> None:
         if not await asyncio.shield(self.release()):
-            _log.warning("claim on %r was lost before its release (TTL passed?)", self.key)
+            _log.warning("claim on %r was lost before its release (its lease ran out)", self.key)
 
 
 def _claims_lead(name: str) -> str:
@@ -128,13 +167,13 @@ def _claims_lead(name: str) -> str:
     if name in ("acquire", "hold"):
         return (
             f"Awaitable `Claims.{name}`, giving an :class:`AsyncClaim` (for ``async with``): "
-            "waits poll with ``asyncio.sleep``."
+            "waits sleep in the cache's executor, a second at a time."
         )
     return f"Awaitable `Claims.{name}`: runs it in the cache's executor."
 
 
 def _claim_lead(name: str) -> str:
-    if name in ("key", "token"):
+    if name in ("key", "token", "lease"):
         return f"The `Claim.{name}` of the claim underneath."
     return f"Awaitable `Claim.{name}`: runs it in the cache's executor."
 

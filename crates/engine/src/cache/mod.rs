@@ -794,7 +794,7 @@ mod write;
 
 pub(crate) use entries::{entry_select, Placed};
 use rows::*;
-pub(crate) use rows::{apply_delta, inline_sql, key_from};
+pub(crate) use rows::{apply_delta, inline_sql, key_from, key_sql};
 use schema::*;
 pub(crate) use values::ValueColumns;
 #[cfg(test)]

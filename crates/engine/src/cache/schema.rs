@@ -50,6 +50,23 @@ CREATE INDEX jobs_due ON jobs (queue, state, due, id);
 CREATE UNIQUE INDEX jobs_dedupe ON jobs (queue, dedupe) WHERE dedupe IS NOT NULL AND state < 2;
 ";
 
+/// The claims table (D-044): apart from the cache's entries, so that no clear, eviction,
+/// expiry or cull removes a live claim. Added to a directory made before it at its first
+/// writable open; the format version stays 1, since older builds ignore the table.
+pub(super) const CLAIMS_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS claims (
+    namespace TEXT NOT NULL,
+    key NOT NULL,
+    raw INTEGER NOT NULL,
+    token TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    acquired REAL NOT NULL,
+    expires REAL NOT NULL,
+    PRIMARY KEY (namespace, key, raw)
+) WITHOUT ROWID;
+";
+
 /// Create or validate the database and reconcile settings. Runs under the exclusive directory
 /// lock. Returns the settings in force.
 pub(super) fn init_database(
@@ -113,6 +130,7 @@ pub(super) fn init_database(
             .map_err(|e| sql_error("creating the schema", e))?;
         let created = (|| {
             db.execute_batch(SCHEMA).ctx("creating the schema")?;
+            db.execute_batch(CLAIMS_SCHEMA).ctx("creating the schema")?;
             for name in crate::SETTING_NAMES {
                 persist_setting(db, name, &settings.get(name)?)?;
             }
@@ -161,6 +179,7 @@ pub(super) fn init_database(
     }
     if !read_only {
         reconcile_auto_vacuum(db, settings.sqlite_auto_vacuum)?;
+        add_claims_table(db)?;
     }
     if changed.is_empty() {
         return Ok(settings);
@@ -213,10 +232,29 @@ fn reconcile_auto_vacuum(db: &Connection, wanted: i64) -> Result<()> {
         })
 }
 
+/// Give a directory made before the claims table its table (once: afterwards this only reads
+/// the schema).
+fn add_claims_table(db: &Connection) -> Result<()> {
+    let has: bool = db
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'claims')",
+            [],
+            |r| r.get(0),
+        )
+        .ctx("inspecting the database")?;
+    if !has {
+        db.execute_batch(CLAIMS_SCHEMA)
+            .ctx("adding the claims table")?;
+    }
+    Ok(())
+}
+
 pub(super) fn not_ours() -> Error {
     Error::NotACache(
         "the directory holds an SQLite database (cache.db) that diskcache_oxide did not create, \
-         perhaps a python-diskcache cache; diskcache_oxide uses its own format, so open it on a new directory"
+         perhaps a python-diskcache cache. diskcache_oxide uses its own format: copy the data into a \
+         new directory with `diskcache-oxide migrate SRC DST` (or diskcache_oxide.migrate(src, dst)) \
+         and open that one"
             .into(),
     )
 }

@@ -1,0 +1,176 @@
+//! The claim calls behind `diskcache_oxide.Claims` (D-044): the engine's claims table, which
+//! no clear, eviction, expiry or cull touches, and the wait a compute-once waiter sleeps in
+//! until the value is stored or the claim is released or runs out.
+
+use crate::convert::{key_from_py, key_to_py};
+use crate::core::{run, CacheCore};
+use diskcache_oxide_engine::ClaimInfo;
+use pyo3::prelude::*;
+use std::time::{Duration, Instant};
+
+/// `(token, host, pid, acquired, expires)`.
+type InfoTuple = (String, String, i64, f64, f64);
+
+fn tuple(info: ClaimInfo) -> InfoTuple {
+    (info.token, info.host, info.pid, info.acquired, info.expires)
+}
+
+#[pymethods]
+impl CacheCore {
+    /// Take the claim on `key` in `namespace` for `lease` seconds with `token`; True if taken.
+    #[allow(clippy::too_many_arguments)] // the holder's host and pid ride along for holder()
+    fn _claim_acquire(
+        &self,
+        py: Python<'_>,
+        namespace: &str,
+        key: &Bound<'_, PyAny>,
+        lease: f64,
+        token: &str,
+        host: &str,
+        pid: i64,
+    ) -> PyResult<bool> {
+        let h = self.h()?;
+        let k = key_from_py(py, key, &h.ctx())?;
+        let cache = &*h.cache;
+        run(py, true, || {
+            cache
+                .claims(namespace)
+                .try_acquire(&k, lease, token, host, pid)
+        })
+    }
+
+    /// Release the claim if `token` holds it; True if it did.
+    fn _claim_release(
+        &self,
+        py: Python<'_>,
+        namespace: &str,
+        key: &Bound<'_, PyAny>,
+        token: &str,
+    ) -> PyResult<bool> {
+        let h = self.h()?;
+        let k = key_from_py(py, key, &h.ctx())?;
+        let cache = &*h.cache;
+        run(py, true, || cache.claims(namespace).release(&k, token))
+    }
+
+    /// Make the claim end `lease` seconds from now if `token` holds it: the new end, or None.
+    fn _claim_extend(
+        &self,
+        py: Python<'_>,
+        namespace: &str,
+        key: &Bound<'_, PyAny>,
+        token: &str,
+        lease: f64,
+    ) -> PyResult<Option<f64>> {
+        let h = self.h()?;
+        let k = key_from_py(py, key, &h.ctx())?;
+        let cache = &*h.cache;
+        run(py, true, || {
+            cache.claims(namespace).extend(&k, token, lease)
+        })
+    }
+
+    /// Who holds the live claim, as `(token, host, pid, acquired, expires)`, or None.
+    fn _claim_holder(
+        &self,
+        py: Python<'_>,
+        namespace: &str,
+        key: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<InfoTuple>> {
+        let h = self.h()?;
+        let k = key_from_py(py, key, &h.ctx())?;
+        let cache = &*h.cache;
+        Ok(run(py, true, || cache.claims(namespace).holder(&k))?.map(tuple))
+    }
+
+    /// Remove the live claim whoever holds it; True if there was one.
+    fn _claim_break(
+        &self,
+        py: Python<'_>,
+        namespace: &str,
+        key: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let h = self.h()?;
+        let k = key_from_py(py, key, &h.ctx())?;
+        let cache = &*h.cache;
+        run(py, true, || cache.claims(namespace).break_claim(&k))
+    }
+
+    /// The live claims of `namespace` (or of every namespace), as
+    /// `(namespace, key, token, host, pid, acquired, expires)`.
+    #[pyo3(signature = (namespace=None))]
+    fn _claims_list<'py>(
+        &self,
+        py: Python<'py>,
+        namespace: Option<&str>,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let h = self.h()?;
+        let cache = &*h.cache;
+        let found = run(py, true, || match namespace {
+            Some(ns) => cache.claims(ns).list(),
+            None => cache.all_claims(),
+        })?;
+        found
+            .into_iter()
+            .map(|c| {
+                let key = key_to_py(py, c.key, h.pickle)?;
+                let i = c.info;
+                (
+                    c.namespace,
+                    key,
+                    i.token,
+                    i.host,
+                    i.pid,
+                    i.acquired,
+                    i.expires,
+                )
+                    .into_pyobject(py)
+                    .map(Bound::into_any)
+            })
+            .collect()
+    }
+
+    /// Wait, with the GIL released, until `key`'s claim in `namespace` is free (released, or
+    /// run out) or, with `value`, `key` has a value, or `timeout` seconds pass. True if one
+    /// of them holds. A
+    /// waiter wakes when the winner's commit rings the directory's bell, and at the moment
+    /// the claim runs out; where there is no bell (D-040) it polls.
+    #[pyo3(signature = (namespace, key, timeout, value=true))]
+    fn _claim_wait(
+        &self,
+        py: Python<'_>,
+        namespace: &str,
+        key: &Bound<'_, PyAny>,
+        timeout: f64,
+        value: bool,
+    ) -> PyResult<bool> {
+        let h = self.h()?;
+        let k = key_from_py(py, key, &h.ctx())?;
+        let cache = &*h.cache;
+        let total = Duration::try_from_secs_f64(timeout.max(0.0)).unwrap_or(Duration::ZERO);
+        let deadline = Instant::now() + total;
+        loop {
+            // In slices, so that Ctrl-C is seen and a claim's end is never slept past.
+            let left = deadline.saturating_duration_since(Instant::now());
+            let slice = left.min(Duration::from_millis(200));
+            let ready = py.detach(|| {
+                cache.wait_for(slice, || {
+                    if value && cache.contains(&k)? {
+                        return Ok(Some(()));
+                    }
+                    Ok(match cache.claims(namespace).holder(&k)? {
+                        None => Some(()),
+                        Some(_) => None,
+                    })
+                })
+            });
+            match ready {
+                Ok(Some(())) => return Ok(true),
+                Ok(None) if left <= slice => return Ok(false),
+                Ok(None) => py.check_signals()?,
+                Err(diskcache_oxide_engine::Error::Timeout) => py.check_signals()?,
+                Err(e) => return Err(crate::errors::to_py(py, e)),
+            }
+        }
+    }
+}
