@@ -65,7 +65,7 @@ class ReaderRun:
     # ---- processes --------------------------------------------------------------------------
 
     def _spawn(self, name: str, args: list[str], **kw: Any) -> subprocess.Popen[bytes]:
-        log = open(self.directory / f"{name}.log", "ab")  # noqa: SIM115 (closed by the child's exit)
+        log = open(self.directory / f"{name}.log", "ab")
         proc = subprocess.Popen(
             [sys.executable, *args],
             env=self.env,

@@ -103,7 +103,7 @@ def test_only_taps_enter_the_queue_and_the_worker_takes_them_oldest_first(
 def test_closing_the_page_loses_the_view_not_the_work(page: Any, reader: Any) -> None:
     """Open 20 articles and close each page as soon as its paid turn has started (half by
     navigating away, half by closing the tab): 20 paid, 20 cached, 0 lost."""
-    run = reader(delay=1.5, worker=False)
+    run = reader(delay=2.0, worker=False)
     page.get(run.url)
     feed = page.current_window_handle
     closed_at: dict[int, float] = {}
@@ -148,7 +148,7 @@ def test_opening_an_article_the_worker_is_paying_for_pays_once(page: Any, reader
     reader opens it: the page waits for the worker's result (one payment, same text). The
     reader is mid-turn when the worker takes the tap: the worker gives the job back and
     finds it cached later (one payment)."""
-    run = reader(delay=2.0, claim_ttl=6.0)
+    run = reader(delay=3.0, claim_ttl=8.0)
     page.get(run.url)
     feed = page.current_window_handle
 

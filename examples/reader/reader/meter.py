@@ -37,6 +37,7 @@ class Reading:
     queued: int
     views_lost: int
     articles: dict[int, str]  # article id -> "cached" or "computing"
+    tapped: dict[int, int]  # article id -> job id, for the jobs still in the queue
     turns: list[Turn]
 
     def as_json(self) -> dict[str, Any]:
@@ -49,6 +50,7 @@ class Reading:
             "queued": self.queued,
             "views_lost": self.views_lost,
             "articles": {str(k): v for k, v in self.articles.items()},
+            "tapped": {str(k): v for k, v in self.tapped.items()},
         }
 
 
@@ -76,6 +78,11 @@ def read(store: Store, feed: Feed) -> Reading:
                 status[entry["turn"]] = "lost"
     turns = [Turn(x, status.get(x["turn"], "lost")) for x in extracts]
     counts = store.jobs.counts()
+    tapped: dict[int, int] = {}
+    for event in store.events("tap"):
+        job = store.jobs.get(event["job"])  # None once finished
+        if job is not None and job.state != "dead":
+            tapped[event["article"]] = event["job"]
     return Reading(
         paid=len(extracts),
         cached=sum(t.status == "cached" for t in turns),
@@ -85,5 +92,6 @@ def read(store: Store, feed: Feed) -> Reading:
         queued=counts.ready + counts.scheduled + counts.leased,
         views_lost=len(store.events("view-lost")),
         articles=articles,
+        tapped=tapped,
         turns=turns,
     )

@@ -133,6 +133,8 @@ def worker_article(store: Store, article: Article) -> tuple[str, float]:
         return _pay(store, article, "worker")
 
     settings = store.settings
+    # LIBRARY GAP: the sync side has only the free function; Cache has no get_or_compute
+    # method (AsyncCache has one), so the two lanes are spelled differently.
     get_or_compute(store.cache, key(article.id), turn, ttl=settings.claim_ttl, wait=settings.wait)
     return ("paid" if paid_here else "waited"), 0.0
 

@@ -28,7 +28,9 @@ class Store:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.settings = settings
-        # A cache that holds claims and jobs is state, not a cache: never evict it.
+        # LIBRARY GAP: claims are ordinary cache entries, so a cull, a size limit or clear()
+        # could remove a live claim and let a second caller pay. Hence no eviction here, and
+        # the app never clears this cache.
         self.cache = Cache(str(self.directory / "cache"), eviction_policy="none")
         self.jobs = JobQueue(
             self.cache, QUEUE, lease=settings.lease, max_attempts=settings.max_attempts

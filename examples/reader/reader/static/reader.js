@@ -13,6 +13,18 @@
     });
     document.querySelectorAll(".card").forEach(function (card) {
       var state = m.articles[card.dataset.article] || "";
+      var job = m.tapped[card.dataset.article];
+      var button = card.querySelector("button.queue");
+      if (button && job && !button.classList.contains("queued")) {
+        button.classList.add("queued");
+        button.disabled = true;
+        button.textContent = "Queued";
+        button.dataset.job = String(job);
+      } else if (button && !job && button.classList.contains("queued") && state === "cached") {
+        button.classList.remove("queued");  // done: it can be queued again
+        button.disabled = false;
+        button.textContent = "Queue";
+      }
       var status = card.querySelector("[data-status]");
       if (!status) return;
       status.className = "status " + state;
