@@ -45,7 +45,9 @@ def test_python_m_reader_starts_app_and_worker_and_prints_the_address(tmp_path: 
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        start_new_session=True,  # its own process group, app and worker included
     )
+    pids: list[int] = []
     try:
         assert proc.stdout is not None
         url = None
@@ -58,6 +60,7 @@ def test_python_m_reader_starts_app_and_worker_and_prints_the_address(tmp_path: 
             lines.append(line)
             match = re.search(r"running at (http://127\.0\.0\.1:\d+/)", line)
             url = match.group(1) if match else url
+        pids += [int(p) for p in re.findall(r"(?:app|worker) pid (\d+)", "".join(lines))]
         assert url is not None, "".join(lines)
         with urllib.request.urlopen(url, timeout=5) as response:
             assert b"Queue" in response.read()
@@ -66,7 +69,6 @@ def test_python_m_reader_starts_app_and_worker_and_prints_the_address(tmp_path: 
         )
         with urllib.request.urlopen(request, timeout=5) as response:
             assert response.status == 200
-        pids = [int(p) for p in re.findall(r"(?:app|worker) pid (\d+)", "".join(lines))]
         assert len(pids) == 2, lines
 
         def cached() -> bool:
@@ -82,6 +84,10 @@ def test_python_m_reader_starts_app_and_worker_and_prints_the_address(tmp_path: 
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
+        try:  # the app and the worker, if it could not stop them
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def _alive(pid: int) -> bool:
