@@ -89,22 +89,22 @@ def page(browser: Any) -> Iterator[Any]:
 
 @pytest.fixture
 def reader(tmp_path: Path) -> Iterator[Callable[..., ReaderRun]]:
-    """Start the reader: ``reader(delay=..., claim_ttl=..., lease=..., worker=True)``. Every
-    process it started is stopped at the end of the test, whatever happened."""
+    """Start the reader: ``reader(delay=..., claim_lease=..., job_lease=..., worker=True)``.
+    Every process it started is stopped at the end of the test, whatever happened."""
     runs: list[ReaderRun] = []
 
     def start(
         *,
         delay: float = 0.2,
-        claim_ttl: float = 10.0,
-        lease: float = 20.0,
+        claim_lease: float = 3.0,
+        job_lease: float = 20.0,
         worker: bool = True,
         **extra: str,
     ) -> ReaderRun:
         settings = {
             "READER_DELAY": str(delay),
-            "READER_CLAIM_TTL": str(claim_ttl),
-            "READER_LEASE": str(lease),
+            "READER_CLAIM_LEASE": str(claim_lease),
+            "READER_JOB_LEASE": str(job_lease),
             "READER_POLL": "0.5",
             **{f"READER_{k.upper()}": v for k, v in extra.items()},
         }

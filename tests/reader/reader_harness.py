@@ -27,6 +27,7 @@ ARTIFACTS = REPO / "target" / "reader-artifacts"
 if str(READER_ROOT) not in sys.path:
     sys.path.insert(0, str(READER_ROOT))
 
+from diskcache_oxide import ClaimInfo, Claims  # noqa: E402
 from reader.config import Settings  # noqa: E402
 from reader.store import Store  # noqa: E402
 
@@ -55,6 +56,9 @@ class ReaderRun:
         self.env["PYTHONPATH"] = os.pathsep.join(
             filter(None, [str(READER_ROOT), os.environ.get("PYTHONPATH")])
         )
+        # Every DeprecationWarning is printed to the process's log, once per place, so that
+        # the tests can check the app uses none of the deprecated names (deprecations()).
+        self.env["PYTHONWARNINGS"] = "default::DeprecationWarning"
         self.env.update(settings)
         self.settings = Settings.from_env(self.env)
         self.procs: list[subprocess.Popen[bytes]] = []
@@ -127,6 +131,15 @@ class ReaderRun:
             for p in sorted(self.directory.glob("*.log"))
         )
 
+    def deprecations(self) -> list[str]:
+        """The DeprecationWarning lines in the processes' logs."""
+        return [
+            line
+            for log in sorted(self.directory.glob("*.log"))
+            for line in log.read_text(errors="replace").splitlines()
+            if "DeprecationWarning" in line
+        ]
+
     # ---- what happened ----------------------------------------------------------------------
 
     @property
@@ -145,6 +158,10 @@ class ReaderRun:
     def cached(self, article_id: int) -> dict[str, Any] | None:
         value: dict[str, Any] | None = self.store.cache.get(("clean", article_id))
         return value
+
+    def holder(self, article_id: int) -> ClaimInfo | None:
+        """Who holds the claim on the article's compute-once (None if nobody does)."""
+        return Claims(self.store.cache).holder(("clean", article_id))
 
     def meter(self) -> dict[str, Any]:
         with urllib.request.urlopen(self.url + "api/meter", timeout=5) as response:

@@ -1,8 +1,9 @@
 """The reader app in a real headless Chromium: taps, closed pages, two lanes, a killed worker.
 
 Each test starts the web app and, where it says so, worker processes on a directory of its
-own (tests/reader/conftest.py), with short delays, claim TTLs and leases so that the races
-happen within seconds.
+own (tests/reader/conftest.py), with short delays and leases so that the races happen within
+seconds. The claims' leases are shorter than the paid steps: the library's heartbeat renews
+a claim while its step runs.
 """
 
 from __future__ import annotations
@@ -146,9 +147,10 @@ def test_closing_the_page_loses_the_view_not_the_work(page: Any, reader: Any) ->
 def test_opening_an_article_the_worker_is_paying_for_pays_once(page: Any, reader: Any) -> None:
     """Both directions of the race. The worker is mid-turn on a tapped article when the
     reader opens it: the page waits for the worker's result (one payment, same text). The
-    reader is mid-turn when the worker takes the tap: the worker gives the job back and
-    finds it cached later (one payment)."""
-    run = reader(delay=3.0, claim_ttl=8.0)
+    reader is mid-turn when the worker takes the tap: the worker does not wait, gives the job
+    back and finds it cached later (one payment). Each turn (3 s) outlasts its claim's lease
+    (2 s): the heartbeat keeps the claim, so nobody else pays meanwhile."""
+    run = reader(delay=3.0, claim_lease=2.0)
     page.get(run.url)
     feed = page.current_window_handle
 
@@ -183,18 +185,25 @@ def test_opening_an_article_the_worker_is_paying_for_pays_once(page: Any, reader
     wait_for("the worker to finish the job", lambda: "cached" in outcomes(), timeout=15)
     # Given back while the reader's turn ran, then found cached: never paid for twice.
     assert set(outcomes()) == {"deferred", "cached"} and outcomes()[-1] == "cached"
+    # The worker returned at once (if_computing="skip"), not when the reader's turn ended.
+    done = [d for d in run.events("done") if d["job"] == job]
+    taken = [t for t in run.events("take") if t["job"] == job]
+    assert done[0]["outcome"] == "deferred"
+    assert done[0]["at"] - taken[0]["at"] < 0.5 * run.settings.delay
     assert [(p["article"], p["lane"]) for p in run.payments()] == [(8, "worker"), (9, "direct")]
     value = run.cached(9)
     assert value is not None and article_text(page) == value["paragraphs"]
     meter = run.meter()
     assert (meter["paid"], meter["cached"], meter["lost"]) == (2, 2, 0)
+    assert run.deprecations() == []  # both lanes, in the app and the worker
 
 
 def test_a_worker_killed_mid_turn_costs_one_more_payment(page: Any, reader: Any) -> None:
-    """kill -9 the worker while it pays for an article: the job comes back after its lease,
-    the claim has expired after its TTL, and a new worker pays once more and caches it. The
-    first payment shows as lost."""
-    run = reader(delay=2.0, claim_ttl=3.0, lease=5.0, worker=False)
+    """kill -9 the worker while it pays for an article: its heartbeat stops with it, so the
+    claim runs out one claim lease later (2 s, shorter than the 4 s paid step), the job comes
+    back after its job lease (5 s), and a new worker pays once more and caches it. The first
+    payment shows as lost."""
+    run = reader(delay=4.0, claim_lease=2.0, job_lease=5.0, worker=False)
     first = run.start_worker()
     page.get(run.url)
     job = tap(page, 11)
@@ -203,16 +212,23 @@ def test_a_worker_killed_mid_turn_costs_one_more_payment(page: Any, reader: Any)
     os.kill(first.pid, signal.SIGKILL)
     first.wait(timeout=10)
     killed_at = time.time()
-    assert run.meter()["running"] == 1  # its claim outlives it, for one TTL
+    claim = run.holder(11)
+    assert claim is not None and claim.pid == first.pid  # its claim outlives it, for a while
+    wait_for("the dead worker's claim to run out", lambda: run.holder(11) is None, timeout=10)
+    claim_gone_at = time.time()
+    # One claim lease after its last renewal, long before the paid step would have ended.
+    assert claim_gone_at - killed_at < run.settings.claim_lease + 1.0
+    assert run.meter()["running"] == 0 and run.cached(11) is None
+    assert run.store.jobs.counts().leased == 1  # the job comes back after its own lease
     second = run.start_worker()
 
     wait_for("the article to be cached", lambda: run.cached(11), timeout=20)
     payments = run.payments()
     assert [(p["article"], p["pid"]) for p in payments] == [(11, first.pid), (11, second.pid)]
-    assert payments[1]["at"] - payments[0]["at"] >= run.settings.claim_ttl
     takes = [t for t in run.events("take") if t["job"] == job]
     assert [(t["pid"], t["attempts"]) for t in takes] == [(first.pid, 1), (second.pid, 2)]
-    assert takes[1]["at"] - takes[0]["at"] >= run.settings.lease - 0.5
+    assert takes[1]["at"] - takes[0]["at"] >= run.settings.job_lease - 0.5
+    assert payments[1]["at"] >= claim_gone_at - 0.5
     assert takes[1]["at"] >= killed_at
     value = run.cached(11)
     assert value is not None and value["pid"] == second.pid

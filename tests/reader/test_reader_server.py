@@ -33,6 +33,7 @@ def test_a_server_stopped_mid_turn_drains_it_first(reader: Any) -> None:
     [payment] = run.payments()
     value = run.cached(3)
     assert value is not None and value["turn"] == payment["turn"]
+    assert run.deprecations() == []
 
 
 def test_python_m_reader_starts_app_and_worker_and_prints_the_address(tmp_path: Path) -> None:

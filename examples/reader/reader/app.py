@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
-from diskcache_oxide.aio import AsyncCache, AsyncJobQueue
+from diskcache_oxide.aio import AsyncCache, AsyncJobQueue, turns_lifespan
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import (
@@ -198,11 +198,12 @@ def create_app(directory: str | Path, settings: Settings | None = None) -> Starl
         store = Store(directory, settings)
         app.state.reader = Reader(store, Feed.load())
         try:
-            yield
+            # Finishes the paid turns still running before the loop ends (at shutdown, or
+            # when uvicorn stops on SIGTERM), so a server stopped mid-turn stores its result.
+            async with turns_lifespan(app):
+                yield
         finally:
-            left = await pay.drain(timeout=settings.claim_ttl)
-            if left:
-                log.warning("%d paid turns still running at shutdown", left)
+            pay.close_async_cache(app.state.reader.acache)
             store.close()
 
     routes: list[Any] = [

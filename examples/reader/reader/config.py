@@ -1,5 +1,5 @@
 """Settings, read from environment variables so that the tests (and you) can make races visible
-with short delays, TTLs and leases."""
+with short delays and leases."""
 
 from __future__ import annotations
 
@@ -18,17 +18,23 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
+#: Settings of earlier versions, refused rather than silently ignored.
+RENAMED = {"READER_CLAIM_TTL": "READER_CLAIM_LEASE", "READER_LEASE": "READER_JOB_LEASE"}
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """What the app and the worker read from the environment.
 
     - ``READER_DELAY``: seconds the paid step sleeps before it extracts, standing in for a
       slow paid API (default 2)
-    - ``READER_CLAIM_TTL``: seconds a claim on an article lasts; longer than a paid turn ever
-      takes, short enough that a crashed holder blocks the article only briefly (default 30)
-    - ``READER_WAIT``: seconds a caller waits for another lane's result (default: twice the
-      claim TTL plus the delay)
-    - ``READER_LEASE``: seconds a worker's lease on a job lasts (default 60)
+    - ``READER_CLAIM_LEASE``: seconds a claim on an article lasts without renewal. The
+      library's heartbeat renews it while a paid turn runs, so it need not outlast the slowest
+      turn: it only bounds how long a crashed holder blocks the article (default 10)
+    - ``READER_WAIT``: seconds a reader's request waits for another lane's result before it
+      gives up (the ``timeout`` of compute-once; default: unset, as long as it takes, which
+      ends with the value or, if the holder died, with this request paying)
+    - ``READER_JOB_LEASE``: seconds a worker's lease on a job lasts (default 60)
     - ``READER_MAX_ATTEMPTS``: takes of a job before it goes to the dead-letter list (default 3)
     - ``READER_POLL``: seconds the worker blocks waiting for a job before it checks whether it
       was asked to stop (default 1)
@@ -39,9 +45,9 @@ class Settings:
     """
 
     delay: float = 2.0
-    claim_ttl: float = 30.0
-    wait: float = 62.0
-    lease: float = 60.0
+    claim_lease: float = 10.0
+    wait_timeout: float | None = None
+    job_lease: float = 60.0
     max_attempts: int = 3
     poll: float = 1.0
     llm_url: str | None = None
@@ -52,15 +58,21 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
-        delay = _seconds(env, "READER_DELAY", 2.0)
-        ttl = _seconds(env, "READER_CLAIM_TTL", 30.0)
-        if ttl <= 0:
-            raise ValueError("READER_CLAIM_TTL must be > 0")
+        for old, new in RENAMED.items():
+            if env.get(old):
+                raise ValueError(f"{old} is now {new} (the claim's and the job's leases)")
+        claim_lease = _seconds(env, "READER_CLAIM_LEASE", 10.0)
+        if claim_lease <= 0:
+            raise ValueError("READER_CLAIM_LEASE must be > 0")
+        job_lease = _seconds(env, "READER_JOB_LEASE", 60.0)
+        if job_lease <= 0:
+            raise ValueError("READER_JOB_LEASE must be > 0")
+        wait = env.get("READER_WAIT")
         return cls(
-            delay=delay,
-            claim_ttl=ttl,
-            wait=_seconds(env, "READER_WAIT", 2 * ttl + delay),
-            lease=_seconds(env, "READER_LEASE", 60.0),
+            delay=_seconds(env, "READER_DELAY", 2.0),
+            claim_lease=claim_lease,
+            wait_timeout=_seconds(env, "READER_WAIT", 0.0) if wait else None,
+            job_lease=job_lease,
             max_attempts=int(env.get("READER_MAX_ATTEMPTS") or 3),
             poll=_seconds(env, "READER_POLL", 1.0),
             llm_url=env.get("READER_LLM_URL") or None,

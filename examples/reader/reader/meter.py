@@ -5,7 +5,7 @@ Every extraction in the ledger is one of:
 - **cached**: its result is the one stored for the article (the money bought something);
 - **running**: it holds the article's live claim right now;
 - **lost**: neither: paid for, and its result never stored (a turn cancelled mid-way, a
-  worker killed mid-turn whose claim then expired, a failed extraction).
+  worker killed mid-turn whose claim then ran out, a failed extraction).
 """
 
 from __future__ import annotations
@@ -62,9 +62,10 @@ def read(store: Store, feed: Feed) -> Reading:
         by_article[entry["article"]].append(entry)
     articles: dict[int, str] = {}
     status: dict[str, str] = {}
+    holders = pay.holders(store)
     for article in feed.articles:
         value = pay.cached(store, article.id)
-        info = pay.holder(store, article.id)
+        info = holders.get(article.id)
         if value is not None:
             articles[article.id] = "cached"
         elif info is not None:

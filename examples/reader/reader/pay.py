@@ -2,39 +2,44 @@
 
 Both lanes clean an article through the same compute-once on the same key, ``("clean", id)``,
 in the shared cache directory: whichever lane comes first takes the claim and pays; the other
-waits for the stored result (the direct lane) or leaves the job for later (the worker).
+waits for the stored result (the direct lane) or leaves the article to whoever is paying for
+it (the worker).
 
 - the direct lane (the web app, asyncio): :func:`open_article`, through
-  ``AsyncCache.get_or_compute`` (``diskcache_oxide.aio``), whose turn runs shielded: a reader
-  who closes the page cancels the request, not the paid turn, and the result is cached anyway;
+  ``AsyncCache.get_or_compute``, whose turn runs shielded: a reader who closes the page
+  cancels the request, not the paid turn, and the result is cached anyway. The paid step is a
+  plain function, run in the cache's executor (:func:`async_cache` gives it one of its own);
 - the worker lane (its own process, synchronous): :func:`worker_article`, through
-  ``diskcache_oxide.get_or_compute``;
-- :func:`cached` and :func:`holder` for the meter; :func:`drain` for the app's shutdown.
+  ``Cache.get_or_compute(..., if_computing="skip")``;
+- :func:`cached` and :func:`holders` for the meter. The app's lifespan enters
+  ``diskcache_oxide.aio.turns_lifespan``, which finishes the running turns before the server
+  exits.
 
-Written against diskcache_oxide's pay-once API as it is today; the places where that API made
-us work around it are marked ``LIBRARY GAP``.
+While a paid step runs, the library's heartbeat renews its claim, so the claim's lease
+(``READER_CLAIM_LEASE``) only bounds how long a crashed holder blocks an article, however
+long the step takes. The places where the API still makes us work around it are marked
+``LIBRARY GAP``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import os
-import time
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from diskcache_oxide import ClaimInfo, Claims, get_or_compute
-from diskcache_oxide.aio import AsyncCache, drain_turns, pending_turns
+from diskcache_oxide import COMPUTING, ClaimInfo, Claims
+from diskcache_oxide.aio import AsyncCache
 
 from . import paid
 from .feed import Article
 from .store import Store
 
-#: The direct lane's paid steps run here, not in the loop's small default executor, so that
-#: many open pages (each a turn sleeping through READER_DELAY) do not queue up behind each
-#: other or behind the cache calls.
-PAID_POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="reader-paid")
+#: Threads of the direct lane's executor: its cache calls and its paid steps (each one
+#: sleeping through READER_DELAY) run there, so that many open pages do not queue up behind
+#: each other in the loop's small default executor.
+DIRECT_THREADS = 16
 
 
 def key(article_id: int) -> tuple[str, int]:
@@ -49,19 +54,26 @@ def cached(store: Store, article_id: int) -> dict[str, Any] | None:
 
 
 def holder(store: Store, article_id: int) -> ClaimInfo | None:
-    """Who is paying for the article right now (None if nobody is)."""
-    # LIBRARY GAP: compute-once has no "is someone computing this key?" call. We rely on an
-    # implementation detail, that get_or_compute's claim lives in Claims(cache) (namespace
-    # "default") under the same key as the value.
+    """Who is paying for the article right now (None if nobody is): compute-once's claim
+    lives in ``Claims(cache)`` under the value's key."""
     return Claims(store.cache).holder(key(article_id))
 
 
-def _pay(store: Store, article: Article, lane: str) -> dict[str, Any]:
+def holders(store: Store) -> dict[int, ClaimInfo]:
+    """The articles being paid for right now, and who holds each one's claim."""
+    found: dict[int, ClaimInfo] = {}
+    for claimed, info in Claims(store.cache).list():
+        if isinstance(claimed, tuple) and len(claimed) == 2 and claimed[0] == "clean":
+            found[claimed[1]] = info
+    return found
+
+
+def _pay(store: Store, article: Article, lane: str, paid_here: threading.Event) -> dict[str, Any]:
     """The paid step, run by whichever caller won the claim (in a thread)."""
-    # LIBRARY GAP: the function never sees its claim, so it can neither renew it (no
-    # heartbeat: READER_CLAIM_TTL must outlast the slowest turn, LLM call included) nor name
-    # it. We look the claim up to record its token in the ledger; while fn runs, the live
-    # claim on the key is ours.
+    paid_here.set()
+    # LIBRARY GAP: get_or_compute does not hand fn its claim, so we look the claim up to
+    # record its token in the ledger (the meter tells a running turn from a lost one by it).
+    # While fn runs, the live claim on the key is ours: the heartbeat keeps it.
     info = holder(store, article.id)
     token = info.token if info is not None and info.pid == os.getpid() else None
     return paid.paid_turn(store, article, lane, token)
@@ -77,7 +89,15 @@ class Opened:
 
 
 def async_cache(store: Store) -> AsyncCache:
-    return AsyncCache(store.cache)
+    """The direct lane's face of the cache, with an executor of its own (``DIRECT_THREADS``);
+    :func:`close_async_cache` shuts it down."""
+    pool = ThreadPoolExecutor(max_workers=DIRECT_THREADS, thread_name_prefix="reader-direct")
+    return AsyncCache(store.cache, executor=pool)
+
+
+def close_async_cache(acache: AsyncCache) -> None:
+    if isinstance(acache.executor, ThreadPoolExecutor):
+        acache.executor.shutdown(wait=False)
 
 
 async def open_article(store: Store, acache: AsyncCache, article: Article) -> Opened:
@@ -90,58 +110,47 @@ async def open_article(store: Store, acache: AsyncCache, article: Article) -> Op
     value: dict[str, Any] | None = await acache.get(key(article.id), retry=True)
     if value is not None:
         return Opened(value, "cache")
-    paid_here = False
-
-    # LIBRARY GAP: AsyncCache.get_or_compute needs a coroutine function (a plain one fails
-    # inside the turn with "object dict can't be used in 'await' expression"), takes no
-    # arguments (so a closure it is), and does not say whether this caller computed or waited
-    # (so a flag).
-    async def turn() -> dict[str, Any]:
-        nonlocal paid_here
-        paid_here = True
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(PAID_POOL, _pay, store, article, "direct")
-
+    # LIBRARY GAP (minor): get_or_compute does not say whether this caller computed the
+    # value or waited for another's; _pay sets this event when it runs here.
+    paid_here = threading.Event()
     settings = store.settings
-    # LIBRARY GAP: `ttl` is the claim's lifetime (not the value's, which is `expire`) and
-    # `wait` is what the queue calls name `timeout`.
-    value = await acache.get_or_compute(
-        key(article.id), turn, ttl=settings.claim_ttl, wait=settings.wait
+    computed: dict[str, Any] = await acache.get_or_compute(
+        key(article.id),
+        _pay,
+        store,
+        article,
+        "direct",
+        paid_here,
+        lease=settings.claim_lease,
+        timeout=settings.wait_timeout,
     )
-    return Opened(value, "paid" if paid_here else "waited")
+    return Opened(computed, "paid" if paid_here.is_set() else "waited")
 
 
 def worker_article(store: Store, article: Article) -> tuple[str, float]:
-    """The worker lane, for one tapped article: ``("cached", 0)`` if it is stored already,
-    ``("paid", 0)`` or ``("waited", 0)`` after the compute-once, or ``("deferred", seconds)``
-    if another caller is paying for it right now (give the job back for that long)."""
+    """The worker lane, for one tapped article: ``("cached", 0)`` if it is stored (already,
+    or by the time the claim was ours), ``("paid", 0)`` after paying for it, or
+    ``("deferred", seconds)`` if another caller is paying for it right now: the worker does
+    not wait for it, and gives the job back for that long."""
     if cached(store, article.id) is not None:
         return "cached", 0.0
-    # LIBRARY GAP: compute-once has no "skip if someone else is computing it" option; called
-    # now, get_or_compute would block this serial worker until the direct lane's turn ends.
-    # So we peek at the claim first (racy, but losing the race only means we wait as usual).
-    # We defer instead of dropping the job: if that holder dies, the job comes back after its
-    # claim expired and is paid for then.
-    info = holder(store, article.id)
-    if info is not None:
-        return "deferred", max(0.2, min(info.expires - time.time(), 2.0))
-    paid_here = False
-
-    def turn() -> dict[str, Any]:
-        nonlocal paid_here
-        paid_here = True
-        return _pay(store, article, "worker")
-
+    paid_here = threading.Event()
     settings = store.settings
-    # LIBRARY GAP: the sync side has only the free function; Cache has no get_or_compute
-    # method (AsyncCache has one), so the two lanes are spelled differently.
-    get_or_compute(store.cache, key(article.id), turn, ttl=settings.claim_ttl, wait=settings.wait)
-    return ("paid" if paid_here else "waited"), 0.0
-
-
-async def drain(timeout: float | None) -> int:
-    """Let the running loop's paid turns finish; returns how many were still running after."""
-    # LIBRARY GAP: nothing drains the turns unless the app remembers to: without this in the
-    # ASGI lifespan, a server stopped mid-turn cancels the turn and the payment is lost.
-    await drain_turns(timeout)
-    return pending_turns()
+    # LIBRARY GAP (typing): get_or_compute is typed to return fn's result even with
+    # if_computing="skip", where it may return COMPUTING; hence `object` here.
+    value: object = store.cache.get_or_compute(
+        key(article.id),
+        _pay,
+        store,
+        article,
+        "worker",
+        paid_here,
+        lease=settings.claim_lease,
+        if_computing="skip",
+    )
+    if value is COMPUTING:
+        # Given back rather than finished: if that caller's turn fails or its process dies,
+        # the tap is still honoured. One claim lease from now, the article is cached, still
+        # being paid for (deferred again), or free because its holder died (paid then).
+        return "deferred", settings.claim_lease
+    return ("paid" if paid_here.is_set() else "cached"), 0.0

@@ -1,7 +1,7 @@
 """The app's directory, shared by the web app and the worker (separate processes):
 
-- ``cache/``: a diskcache_oxide ``Cache`` holding the cleaned articles, the claims on them
-  and the job queue of taps (``JobQueue`` named ``taps``);
+- ``cache/``: a diskcache_oxide ``Cache`` holding the cleaned articles, and in tables of
+  their own the claims on them and the job queue of taps (``JobQueue`` named ``taps``);
 - ``ledger/``: a ``Deque`` with one entry per paid call, appended when the call is made;
 - ``journal/``: a ``Deque`` of what happened besides payments (taps, jobs taken and what
   became of them, views lost to a closed page), read by the tests and the ledger page.
@@ -28,12 +28,11 @@ class Store:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.settings = settings
-        # LIBRARY GAP: claims are ordinary cache entries, so a cull, a size limit or clear()
-        # could remove a live claim and let a second caller pay. Hence no eviction here, and
-        # the app never clears this cache.
-        self.cache = Cache(str(self.directory / "cache"), eviction_policy="none")
+        # The default eviction: claims and jobs live in tables of their own, which no
+        # eviction, cull, size limit or clear() touches; only cleaned articles can be evicted.
+        self.cache = Cache(str(self.directory / "cache"))
         self.jobs = JobQueue(
-            self.cache, QUEUE, lease=settings.lease, max_attempts=settings.max_attempts
+            self.cache, QUEUE, lease=settings.job_lease, max_attempts=settings.max_attempts
         )
         self.ledger = Deque(directory=self.directory / "ledger")
         self.journal = Deque(directory=self.directory / "journal")

@@ -6,8 +6,9 @@ Every job it takes was put there by a reader's tap (``POST /tap/{id}``), so it d
 requested work to a convenient moment and never chooses work itself: it has no code that
 adds jobs. Each job goes through the same compute-once as the direct lane (``pay``); an
 article the direct lane has cached already is skipped, and one the direct lane is paying for
-right now is given back for later. The job is leased: if this process dies mid-turn, the job
-comes back after its lease, and the article's claim expires after its TTL.
+right now is given back for later, at once, without waiting for that turn. The job is leased:
+if this process dies mid-turn, its heartbeat stops, the article's claim runs out one claim
+lease later, and the job comes back after its job lease.
 
 SIGTERM or SIGINT stop it after the current job.
 """
