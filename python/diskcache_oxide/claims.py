@@ -113,9 +113,23 @@ def _renamed(old: str, new: str, value: Any, current: Any) -> Any:
     warnings.warn(
         f"{old}= is now {new}= ({old} read as the value's lifetime; see D-045)",
         DeprecationWarning,
-        stacklevel=3,
+        stacklevel=_outside_the_package(),
     )
     return value
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _outside_the_package() -> int:
+    """The ``stacklevel`` of the first caller outside diskcache_oxide, so a warning names the
+    user's line whichever of the package's faces it came through."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level
 
 
 _IF_COMPUTING = ("wait", "skip")

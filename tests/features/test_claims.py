@@ -192,3 +192,9 @@ def test_the_old_names_still_work_with_a_deprecation_warning(cache: Any) -> None
     assert claim is not None and claim.lease == 10 and claim.ttl == 10
     with pytest.warns(DeprecationWarning, match="wait= is now timeout="):
         assert claims.acquire("k", lease=10, wait=0.01) is None
+
+
+def test_a_deprecation_warning_names_the_callers_line(cache: Any) -> None:
+    with pytest.warns(DeprecationWarning) as caught:
+        cache.get_or_compute("k", lambda: 1, ttl=5)
+    assert caught[0].filename == __file__

@@ -309,11 +309,6 @@ def test_an_engine_bulk_import_call_is_used_when_present(
     assert report.approximated == {}
 
 
-@pytest.mark.xfail(
-    reason="until the engine's NotACacheError for a python-diskcache directory names the "
-    "migrate command (an engine change under way in crates/engine/src/cache/schema.rs, D-041)",
-    strict=False,
-)
 def test_opening_a_python_diskcache_directory_names_migrate(tmp_path: Any) -> None:
     with diskcache.Cache(str(tmp_path / "src")) as source:
         source["a"] = 1

@@ -204,15 +204,16 @@ def test_a_failure_while_writing_leaves_no_destination(
         for number in range(3000):
             source[number] = str(number)
     calls = {"n": 0}
-    original = dco.Cache.set
+    original = dco.Cache._import_many
 
-    def failing_set(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def failing_import(self: Any, rows: Any) -> Any:
+        # The second batch of 1,000 fails as a full disk would, after the first was written.
         calls["n"] += 1
-        if calls["n"] == 1500:
+        if calls["n"] == 2:
             raise OSError(28, "No space left on device")
-        return original(self, *args, **kwargs)
+        return original(self, rows)
 
-    monkeypatch.setattr(dco.Cache, "set", failing_set)
+    monkeypatch.setattr(dco.Cache, "_import_many", failing_import)
     with pytest.raises(OSError, match="No space"):
         dco.migrate(tmp_path / "src", tmp_path / "dst")
     assert sorted(os.listdir(tmp_path)) == ["src"]

@@ -300,3 +300,25 @@ def test_container_mutated_during_conversion(cache, dc):
         assert isinstance(cache.get("m", {}), (dict, list))
     finally:
         dc.unregister_type(Mutator)
+
+
+def test_a_value_whose_shared_references_multiply_is_refused_not_hung(tmp_path: Any) -> None:
+    # 40 levels of [x, x] are 2**40 items written out: refused with a ValueError once past the
+    # encoder's budget, instead of a set() that never returns; pickle=True keeps it.
+    value: Any = [1]
+    for _ in range(40):
+        value = [value, value]
+    with dco.Cache(str(tmp_path / "safe")) as cache:
+        with pytest.raises(ValueError, match="shared list, dict or set"):
+            cache.set("k", value)
+        assert "k" not in cache
+    with dco.Cache(str(tmp_path / "pickled"), pickle=True) as cache:
+        cache.set("k", value)
+        assert cache.get("k") == value
+
+
+def test_a_misspelled_setting_creates_nothing(tmp_path: Any) -> None:
+    directory = tmp_path / "never"
+    with pytest.raises(ValueError, match="unknown setting"):
+        dco.Cache(str(directory), siz_limit=1)
+    assert not directory.exists()

@@ -13,7 +13,9 @@ use crate::iter::KeyIterator;
 use crate::pyobj;
 use crate::queue::{ExpireArg, PrefixArg};
 use crate::reader::PyReader;
-use diskcache_oxide_engine::{Error, Incr, Key, Scalar, SettingValue, ValueRef, WriteOptions};
+use diskcache_oxide_engine::{
+    Error, Imported, Incr, Key, Scalar, SettingValue, ValueRef, WriteOptions,
+};
 use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -755,6 +757,91 @@ impl CacheCore {
             .collect();
         let cache = &*h.cache;
         run(py, retry.0, || cache.set_many(&items, &options))
+    }
+
+    /// Write `rows` with the times they had in another cache (a migration, D-041), in one
+    /// transaction: each row is `(key, value, read, store_time, expire_time, access_time,
+    /// access_count, tag)`, stored as `set` would store it (`read`: the value is a binary
+    /// file, read whole), but with these absolute times and count, without culling or
+    /// counting hits. Returns `(index, error)` for each row it could not convert; the others
+    /// are written.
+    fn _import_many(
+        &self,
+        py: Python<'_>,
+        rows: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<(usize, Py<PyAny>)>> {
+        type Row<'py> = (
+            Bound<'py, PyAny>,
+            Bound<'py, PyAny>,
+            bool,
+            f64,
+            Option<f64>,
+            f64,
+            i64,
+            Option<Bound<'py, PyAny>>,
+        );
+        let h = self.h()?;
+        let ctx = h.ctx();
+        let mut refused = Vec::new();
+        let mut converted = Vec::new();
+        for (index, row) in rows.try_iter()?.enumerate() {
+            let row = row?;
+            let attempt = (|| -> PyResult<_> {
+                let (key, value, read, store_time, expire_time, access_time, access_count, tag): Row<'_> =
+                    row.extract()?;
+                let value = if read {
+                    value.call_method0(intern!(py, "read"))?
+                } else {
+                    value
+                };
+                Ok((
+                    key_from_py(py, &key, &ctx)?,
+                    value,
+                    store_time,
+                    expire_time,
+                    access_time,
+                    access_count,
+                    tag_from_py(tag.as_ref())?,
+                ))
+            })();
+            match attempt {
+                Ok(parts) => converted.push((index, parts)),
+                Err(e) => refused.push((index, e.into_value(py).into_any())),
+            }
+        }
+        // Values are prepared after the rows are read, so each borrows from a live object.
+        let mut prepared = Vec::with_capacity(converted.len());
+        let mut kept = Vec::with_capacity(converted.len());
+        for (position, (index, parts)) in converted.iter().enumerate() {
+            match prepare_value(py, &parts.1, &ctx) {
+                Ok(p) => {
+                    prepared.push(p);
+                    kept.push(position);
+                }
+                Err(e) => refused.push((*index, e.into_value(py).into_any())),
+            }
+        }
+        let items: Vec<Imported<'_>> = kept
+            .iter()
+            .zip(&prepared)
+            .map(|(&i, p)| {
+                let (key, _, store_time, expire_time, access_time, access_count, tag) =
+                    &converted[i].1;
+                Imported {
+                    key: key.clone(),
+                    value: p.as_ref(),
+                    store_time: *store_time,
+                    expire_time: *expire_time,
+                    access_time: *access_time,
+                    access_count: *access_count,
+                    tag: tag.clone(),
+                }
+            })
+            .collect();
+        let cache = &*h.cache;
+        run(py, true, || cache.import_many(&items))?;
+        refused.sort_by_key(|(i, _)| *i);
+        Ok(refused)
     }
 
     /// Remove every key of `keys` in one transaction; returns how many were present.

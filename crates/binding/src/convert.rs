@@ -19,6 +19,10 @@ use pyo3::types::{
 
 /// Deepest nesting of containers (and custom types) a value may have when written.
 pub(crate) const MAX_ENCODE_DEPTH: u32 = 200;
+/// The most items one value may write out (each container, scalar and key counts one): far
+/// past any value one would store whole, and reached in about a second by a value whose
+/// shared references multiply (D-035).
+pub(crate) const MAX_ENCODE_ITEMS: u64 = 10_000_000;
 /// Deepest nesting accepted when reading; above the write limit so that anything written
 /// by this build reads back.
 const MAX_DECODE_DEPTH: u32 = 512;
@@ -42,6 +46,10 @@ pub(crate) enum ConvError {
     Unsupported(String),
     /// Nested deeper than [`MAX_ENCODE_DEPTH`] (or a reference cycle).
     TooDeep,
+    /// More than [`MAX_ENCODE_ITEMS`] items written out: shared references repeated (each
+    /// reference to a shared list is written as its own copy, so 40 levels of `[x, x]` are
+    /// 2**40 items).
+    TooLarge,
 }
 
 impl From<PyErr> for ConvError {
@@ -66,9 +74,23 @@ pub(crate) fn to_value(
     obj: &Bound<'_, PyAny>,
     depth: u32,
 ) -> Result<Value, ConvError> {
+    let mut budget = MAX_ENCODE_ITEMS;
+    encode_value(py, obj, depth, &mut budget)
+}
+
+fn encode_value(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    depth: u32,
+    budget: &mut u64,
+) -> Result<Value, ConvError> {
     if depth > MAX_ENCODE_DEPTH {
         return Err(ConvError::TooDeep);
     }
+    if *budget == 0 {
+        return Err(ConvError::TooLarge);
+    }
+    *budget -= 1;
     if obj.is_none() {
         return Ok(Value::None);
     }
@@ -90,14 +112,14 @@ pub(crate) fn to_value(
     if let Ok(list) = obj.cast_exact::<PyList>() {
         let mut items = Vec::with_capacity(list.len());
         for item in list.iter() {
-            items.push(to_value(py, &item, depth + 1)?);
+            items.push(encode_value(py, &item, depth + 1, budget)?);
         }
         return Ok(Value::List(items));
     }
     if let Ok(tuple) = obj.cast_exact::<PyTuple>() {
         let mut items = Vec::with_capacity(tuple.len());
         for item in tuple.iter() {
-            items.push(to_value(py, &item, depth + 1)?);
+            items.push(encode_value(py, &item, depth + 1, budget)?);
         }
         return Ok(Value::Tuple(items));
     }
@@ -107,8 +129,8 @@ pub(crate) fn to_value(
         let mut pairs = Vec::with_capacity(items.len());
         for item in items.iter() {
             let pair = item.cast_into::<PyTuple>().map_err(PyErr::from)?;
-            let k = to_value(py, &pair.get_item(0)?, depth + 1)?;
-            let v = to_value(py, &pair.get_item(1)?, depth + 1)?;
+            let k = encode_value(py, &pair.get_item(0)?, depth + 1, budget)?;
+            let v = encode_value(py, &pair.get_item(1)?, depth + 1, budget)?;
             pairs.push((k, v));
         }
         return Ok(Value::Dict(pairs));
@@ -117,7 +139,7 @@ pub(crate) fn to_value(
         let mut items = Vec::new();
         // Python-level iteration: raises (never panics) if the set changes meanwhile.
         for item in obj.try_iter()? {
-            items.push(to_value(py, &item?, depth + 1)?);
+            items.push(encode_value(py, &item?, depth + 1, budget)?);
         }
         return Ok(if obj.is_exact_instance_of::<PySet>() {
             Value::Set(items)
@@ -130,7 +152,7 @@ pub(crate) fn to_value(
         if let Some(entry) = registry.by_type.bind(py).get_item(&ty)? {
             let (name, encode): (String, Bound<'_, PyAny>) = entry.extract()?;
             let encoded = encode.call1((obj,))?;
-            let inner = to_value(py, &encoded, depth + 1)?;
+            let inner = encode_value(py, &encoded, depth + 1, budget)?;
             return Ok(Value::Custom {
                 name,
                 value: Box::new(inner),
@@ -592,6 +614,12 @@ fn unsupported(py: Python<'_>, role: &str, error: ConvError) -> PyErr {
                  this directory"
             ),
         ),
+        ConvError::TooLarge => PyValueError::new_err(format!(
+            "cannot store this {role}: written out it has more than {MAX_ENCODE_ITEMS} items. \
+             The safe format stores each reference to a shared list, dict or set as a copy of \
+             its own, so a value that nests shared references multiplies; store a smaller \
+             value, or open the cache with pickle=True, which keeps shared references once"
+        )),
         ConvError::TooDeep => PyValueError::new_err(format!(
             "cannot store this {role}: it nests deeper than {MAX_ENCODE_DEPTH} levels or \
              contains a reference cycle; flatten it, or open the cache with pickle=True to \

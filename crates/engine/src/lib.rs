@@ -38,7 +38,7 @@ mod stored;
 pub mod value;
 mod vfs;
 
-pub use cache::{Cache, Incr, OpenOptions, WriteOptions, DB_NAME, FORMAT_VERSION};
+pub use cache::{Cache, Imported, Incr, OpenOptions, WriteOptions, DB_NAME, FORMAT_VERSION};
 pub use claims::{ClaimInfo, Claims, ListedClaim};
 pub use error::{Error, Result};
 pub use jobs::{

@@ -193,6 +193,20 @@ const FULL_DISK_CHECKPOINTS: [&str; 2] = [
 /// A value file just written, with the directory lock held until its row is (D-005).
 pub(crate) type NewFile = (String, Option<DirLock>);
 
+/// An entry as [`Cache::import_many`] writes it: with the times and access count it had in
+/// the cache it comes from.
+pub struct Imported<'a> {
+    pub key: Key,
+    pub value: ValueRef<'a>,
+    /// When it was stored, and when it expires (seconds since the epoch).
+    pub store_time: f64,
+    pub expire_time: Option<f64>,
+    /// When it was last read, and how often.
+    pub access_time: f64,
+    pub access_count: i64,
+    pub tag: Option<Scalar>,
+}
+
 /// A row's value columns, copied out of SQLite.
 pub(crate) struct Row {
     pub(crate) rowid: i64,
@@ -303,6 +317,11 @@ impl Cache {
     /// directory at once. An existing cache is only read unless a given setting differs.
     pub fn open(directory: impl AsRef<Path>, mut options: OpenOptions) -> Result<Cache> {
         let requested = Modes::take(&mut options.settings)?;
+        // A misspelled or out-of-range setting is refused before anything is created.
+        let mut probe = Settings::default();
+        for (name, value) in &options.settings {
+            probe.set(name, value)?;
+        }
         let directory = directory.as_ref().to_path_buf();
         crate::layout::refuse_fanout_root(&directory)?;
         let db_path = directory.join(DB_NAME);

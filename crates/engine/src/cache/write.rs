@@ -109,6 +109,36 @@ impl Cache {
         result
     }
 
+    /// Write entries with the times and access counts they had elsewhere (a migration from
+    /// another cache, D-041), in one transaction: each as [`Cache::set`] would store it, but
+    /// stored at `store_time`, last read at `access_time`, read `access_count` times. Nothing
+    /// is culled and no hit or miss is counted; the caller applies a size limit afterwards.
+    pub fn import_many(&self, items: &[Imported<'_>]) -> Result<()> {
+        let values: Vec<ValueRef<'_>> = items.iter().map(|i| i.value).collect();
+        let (prepared, files, lock) = self.prepare_many(&values)?;
+        let result = self.write(None, |db, unlink| {
+            drop(lock);
+            let mut delta = Delta::default();
+            for (item, p) in items.iter().zip(&prepared) {
+                let stamp = Stamp {
+                    now: item.store_time,
+                    expire_time: item.expire_time,
+                    tag: &item.tag,
+                };
+                self.upsert(db, &item.key, p, &stamp, Fresh::Maybe, unlink, &mut delta)?;
+                let (k, raw) = key_sql(&item.key);
+                db.held("UPDATE cache SET access_time = ?3, access_count = ?4 WHERE key = ?1 AND raw = ?2")
+                    .and_then(|mut st| {
+                        st.execute(params![k, raw, item.access_time, item.access_count])
+                    })
+                    .ctx("importing an entry")?;
+            }
+            apply_delta(db, &delta)
+        });
+        self.settle_new_files(files, result.is_ok())?;
+        result
+    }
+
     /// Prepare several values; files written for them are returned with the shared directory
     /// lock that must be held until the write transaction has begun.
     pub(crate) fn prepare_many<'a>(
