@@ -941,6 +941,13 @@ impl CacheCore {
         Ok(setting_to_py(py, result)?.unbind())
     }
 
+    /// Rebuild the database without its free pages (SQLite's VACUUM), after checkpointing the
+    /// WAL; needs free disk space about the size of cache.db.
+    fn _vacuum(&self, py: Python<'_>) -> PyResult<()> {
+        let cache = &*self.h()?.cache;
+        run(py, false, || cache.vacuum())
+    }
+
     /// Create the index on tags that makes `evict(tag)` fast (the `tag_index` setting).
     #[pyo3(text_signature = "(self)")]
     fn create_tag_index(&self, py: Python<'_>) -> PyResult<()> {

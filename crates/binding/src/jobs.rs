@@ -324,6 +324,10 @@ pub(crate) struct JobInfo {
     /// Its unique key, if it was put with one.
     #[pyo3(get)]
     unique: Option<String>,
+    /// For a leased job as `JobQueue.list` reports it: when its current lease was taken
+    /// (seconds since the epoch); otherwise None.
+    #[pyo3(get)]
+    taken: Option<f64>,
     /// The decoded value, or the exception decoding it raised.
     value: Result<Py<PyAny>, Py<PyAny>>,
 }
@@ -349,6 +353,7 @@ impl JobInfo {
             created: info.created,
             error: info.error,
             unique: info.unique,
+            taken: None,
             value: value.map_err(|e| e.into_value(py).into_any()),
         }
     }
@@ -637,6 +642,59 @@ impl CacheCore {
             .into_iter()
             .map(|info| JobInfo::from_engine(py, info, h.pickle))
             .collect())
+    }
+
+    /// The names of the queues that hold jobs, sorted.
+    fn _job_queues(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let cache = &*self.h()?.cache;
+        run(py, false, || cache.jobs().queues())
+    }
+
+    /// Up to `limit` jobs of `queue` after id `after`, in `state` (`'ready'`, `'leased'`,
+    /// `'dead'`, or None for all), as `JobInfo`s with `taken` set for leased ones.
+    #[pyo3(signature = (queue, state=None, after=0, limit=100))]
+    fn _job_list(
+        &self,
+        py: Python<'_>,
+        queue: &str,
+        state: Option<&str>,
+        after: i64,
+        limit: usize,
+    ) -> PyResult<Vec<JobInfo>> {
+        let state = match state {
+            None => None,
+            Some("ready") => Some(JobState::Ready),
+            Some("leased") => Some(JobState::Leased),
+            Some("dead") => Some(JobState::Dead),
+            Some(other) => {
+                return Err(PyValueError::new_err(format!(
+                    "state must be 'ready', 'leased', 'dead' or None, not {other:?}"
+                )))
+            }
+        };
+        let h = self.h()?;
+        let cache = &*h.cache;
+        let rows = run(py, false, || cache.jobs().list(queue, state, after, limit))?;
+        Ok(rows
+            .into_iter()
+            .map(|listed| {
+                let mut info = JobInfo::from_engine(py, listed.info, h.pickle);
+                info.taken = listed.taken;
+                info
+            })
+            .collect())
+    }
+
+    /// Send a ready or leased job to the dead-letter list with `error`, whoever holds it.
+    fn _job_bury_any(&self, py: Python<'_>, id: i64, error: &str) -> PyResult<bool> {
+        let cache = &*self.h()?.cache;
+        run(py, false, || cache.jobs().bury_any(id, error))
+    }
+
+    /// Delete every dead job of `queue`; how many there were.
+    fn _job_purge_dead(&self, py: Python<'_>, queue: &str) -> PyResult<u64> {
+        let cache = &*self.h()?.cache;
+        run(py, false, || cache.jobs().purge_dead(queue))
     }
 
     fn _job_requeue(&self, py: Python<'_>, id: i64, delay: f64) -> PyResult<bool> {

@@ -160,6 +160,9 @@ impl<'a, 'py> FromPyObject<'a, 'py> for CountArg {
     }
 }
 
+/// `(prefix, depth, oldest push)`, as `_queues` reports a queue.
+type QueueRow = (Option<String>, u64, Option<f64>);
+
 // ---- the blocking wait ---------------------------------------------------------------------
 
 /// Run `attempt` until it returns `Some`; with `timeout`, keep trying until it passes, sleeping
@@ -698,6 +701,18 @@ impl CacheCore {
             out.append(shape_item(py, item, expire_time.0, tag.0)?)?;
         }
         Ok(out)
+    }
+
+    /// Every queue in the keys, as `(prefix, depth, oldest)`: the prefix (None for the int
+    /// keys' queue), its live items, and when its oldest live item was pushed. A scan of
+    /// every key: for operators (the CLI, the dashboard), not for workers.
+    fn _queues(&self, py: Python<'_>) -> PyResult<Vec<QueueRow>> {
+        let cache = &*self.h()?.cache;
+        let found = crate::core::run(py, true, || cache.queues())?;
+        Ok(found
+            .into_iter()
+            .map(|q| (q.prefix, q.depth, q.oldest))
+            .collect())
     }
 
     /// The item at `side` of the queue, left in place: `(key, value)`, or `default`.

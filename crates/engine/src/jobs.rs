@@ -108,6 +108,15 @@ pub struct JobInfo {
     pub value: Result<StoredValue, JobValueError>,
 }
 
+/// A job as [`Jobs::list`] shows it to an operator.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListedJob {
+    pub info: JobInfo,
+    /// For a leased job, when its current lease was taken (seconds since the epoch); `None`
+    /// otherwise, or for a lease taken by a build before this column.
+    pub taken: Option<f64>,
+}
+
 /// Jobs of one queue by state.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct JobCounts {
@@ -280,9 +289,9 @@ impl Jobs<'_> {
                         TakeVerdict::Take => {
                             db.held(
                                 "UPDATE jobs SET state = 1, due = ?2, attempts = attempts + 1, \
-                                 lease = lease + 1 WHERE id = ?1",
+                                 lease = lease + 1, taken = ?3 WHERE id = ?1",
                             )
-                            .and_then(|mut st| st.execute(params![id, job.lease_deadline]))
+                            .and_then(|mut st| st.execute(params![id, job.lease_deadline, now]))
                             .ctx("taking a job")?;
                             taken.push(job);
                         }
@@ -441,6 +450,63 @@ impl Jobs<'_> {
         Ok(rows.into_iter().map(|r| self.info_from(r)).collect())
     }
 
+    /// The names of the queues that hold jobs, in any state, sorted.
+    pub fn queues(&self) -> Result<Vec<String>> {
+        self.cache.read(|db| {
+            db.prepare_cached("SELECT DISTINCT queue FROM jobs ORDER BY queue")
+                .and_then(|mut st| st.query_map([], |r| r.get(0))?.collect())
+                .ctx("listing job queues")
+        })
+    }
+
+    /// A queue's jobs for an operator: in `state` (all states if `None`), by id after `after`,
+    /// at most `limit`; each with when its current lease was taken, for a leased job (D-046).
+    pub fn list(
+        &self,
+        queue: &str,
+        state: Option<JobState>,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<ListedJob>> {
+        let state = state.map(|s| match s {
+            JobState::Ready => READY,
+            JobState::Leased => LEASED,
+            JobState::Dead => DEAD,
+        });
+        let rows = self.cache.read(|db| {
+            // A directory made before the taken column, opened read-only, lists without it.
+            let has_taken: bool = db
+                .query_row(
+                    "SELECT EXISTS (SELECT 1 FROM pragma_table_info('jobs') WHERE name = 'taken')",
+                    [],
+                    |r| r.get(0),
+                )
+                .ctx("listing jobs")?;
+            let taken = if has_taken { "taken" } else { "NULL" };
+            db.prepare_cached(&format!(
+                "SELECT {JOB_COLUMNS}, {taken} FROM jobs WHERE queue = ?1 AND (?2 IS NULL OR state = ?2) \
+                 AND id > ?3 ORDER BY id LIMIT CAST(?4 AS INTEGER)"
+            ))
+            .and_then(|mut st| {
+                st.query_map(params![queue, state, after, limit as i64], |r| {
+                    Ok((job_row(r)?, r.get::<_, Option<f64>>(15)?))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .ctx("listing jobs")
+        })?;
+        Ok(rows
+            .into_iter()
+            .map(|(row, taken)| {
+                let leased = row.state == LEASED;
+                ListedJob {
+                    info: self.info_from(row),
+                    taken: taken.filter(|_| leased),
+                }
+            })
+            .collect())
+    }
+
     /// Send a leased job straight to the dead-letter list (its value can never be read, say).
     /// False if `lease_id` no longer holds the lease.
     pub fn bury(&self, id: i64, lease_id: i64, error: &str) -> Result<bool> {
@@ -450,6 +516,34 @@ impl Jobs<'_> {
                 .and_then(|mut st| st.execute(params![id, lease_id, now(), error]))
                 .ctx("burying a job")?;
             Ok(n > 0)
+        })
+    }
+
+    /// An operator's bury: send a ready or leased job to the dead-letter list with `error`,
+    /// whoever holds it (a leased job's holder then finds its lease lost). False if the job is
+    /// absent or already dead.
+    pub fn bury_any(&self, id: i64, error: &str) -> Result<bool> {
+        self.cache.write(None, |db, _| {
+            let n = db
+                .held("UPDATE jobs SET state = 2, due = ?2, error = ?3, lease = lease + 1 WHERE id = ?1 AND state < 2")
+                .and_then(|mut st| st.execute(params![id, now(), error]))
+                .ctx("burying a job")?;
+            Ok(n > 0)
+        })
+    }
+
+    /// Delete every dead job of `queue` (an operator's purge of the dead-letter list); how
+    /// many there were.
+    pub fn purge_dead(&self, queue: &str) -> Result<u64> {
+        check_queue(queue)?;
+        self.cache.freeing(|db, unlink| {
+            let files: Vec<Option<String>> = db
+                .held("DELETE FROM jobs WHERE queue = ?1 AND state = 2 RETURNING filename")
+                .and_then(|mut st| st.query_map([queue], |r| r.get(0))?.collect())
+                .ctx("purging dead jobs")?;
+            let n = files.len() as u64;
+            unlink.extend(files.into_iter().flatten());
+            Ok(n)
         })
     }
 

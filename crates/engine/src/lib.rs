@@ -42,10 +42,11 @@ pub use cache::{Cache, Imported, Incr, OpenOptions, WriteOptions, DB_NAME, FORMA
 pub use claims::{ClaimInfo, Claims, ListedClaim};
 pub use error::{Error, Result};
 pub use jobs::{
-    Job, JobCounts, JobInfo, JobOptions, JobState, JobValueError, Jobs, Put, Swept, TakeVerdict,
+    Job, JobCounts, JobInfo, JobOptions, JobState, JobValueError, Jobs, ListedJob, Put, Swept,
+    TakeVerdict,
 };
 pub use key::{Key, Scalar, Side};
 pub use layout::{claim_fanout, fanout_shards, FANOUT_MARKER};
-pub use queue::{Candidate, Queue, Verdict, QUEUE_MAX, QUEUE_START};
+pub use queue::{Candidate, Queue, QueueStats, Verdict, QUEUE_MAX, QUEUE_START};
 pub use settings::{EvictionPolicy, SettingValue, Settings, SETTING_NAMES};
 pub use stored::{checksum, Entry, Kind, StoredValue, ValueFile, ValueHandle, ValueRef};

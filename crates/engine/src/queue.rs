@@ -122,7 +122,48 @@ pub struct Queue<'c> {
     range: Range,
 }
 
+/// A queue's figures, as [`Cache::queues`] reports them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueStats {
+    /// The queue's prefix; `None` for the queue of int keys.
+    pub prefix: Option<String>,
+    /// Its live items (expired ones not counted).
+    pub depth: u64,
+    /// When its oldest live item was pushed (seconds since the epoch).
+    pub oldest: Option<f64>,
+}
+
 impl Cache {
+    /// Every queue in the cache's keys, with its depth and the age of its oldest item: the
+    /// keys of the queue shape (D-054), grouped by prefix. A full scan of the keys: for
+    /// operators, not for a worker's loop.
+    pub fn queues(&self) -> Result<Vec<QueueStats>> {
+        self.read(|db| {
+            let mut st = db
+                .prepare_cached(
+                    "SELECT CASE WHEN typeof(key) = 'integer' THEN NULL ELSE substr(key, 1, length(key) - 16) END, \
+                     COUNT(*), MIN(store_time) FROM cache \
+                     WHERE raw = 1 AND (expire_time IS NULL OR expire_time > ?1) AND ( \
+                       (typeof(key) = 'integer' AND key >= 0 AND key <= ?2) OR \
+                       (typeof(key) = 'text' AND length(key) >= 17 AND substr(key, -16, 1) = '-' \
+                        AND substr(key, -15) NOT GLOB '*[^0-9]*')) \
+                     GROUP BY 1 ORDER BY 1",
+                )
+                .ctx("listing queues")?;
+            let rows = st
+                .query_map(params![now(), QUEUE_MAX], |r| {
+                    Ok(QueueStats {
+                        prefix: r.get(0)?,
+                        depth: r.get::<_, i64>(1)?.max(0) as u64,
+                        oldest: r.get(2)?,
+                    })
+                })
+                .and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>())
+                .ctx("listing queues")?;
+            Ok(rows)
+        })
+    }
+
     /// The queue of the keys `"{prefix}-"` + 15 digits, or of int keys without a prefix.
     pub fn queue<'c>(&'c self, prefix: Option<&'c str>) -> Queue<'c> {
         Queue {

@@ -383,3 +383,38 @@ fn a_take_decides_each_job_inside_its_transaction() {
     assert_eq!(dead.error.as_deref(), Some("damaged value: test"));
     assert!(cache.jobs().finish(taken, jobs[0].lease).unwrap());
 }
+
+#[test]
+fn an_operator_lists_buries_and_purges_jobs() {
+    let (_d, cache) = open();
+    let a = put(&cache, "mail", 1);
+    let b = put(&cache, "mail", 2);
+    put(&cache, "other", 3);
+    let taken = cache.jobs().take(&["mail"], 30.0, 1).unwrap().remove(0);
+    assert_eq!(cache.jobs().queues().unwrap(), vec!["mail", "other"]);
+    let listed = cache.jobs().list("mail", None, 0, 10).unwrap();
+    assert_eq!(listed.len(), 2);
+    assert_eq!(listed[0].info.state, JobState::Leased);
+    assert!(
+        listed[0].taken.is_some(),
+        "a leased job says when its lease was taken"
+    );
+    assert!(listed[1].taken.is_none());
+    assert!(cache.jobs().bury_any(b, "stuck").unwrap());
+    assert!(
+        !cache.jobs().bury_any(b, "again").unwrap(),
+        "a dead job stays as it is"
+    );
+    assert!(cache.jobs().bury_any(a, "taken away").unwrap());
+    assert!(
+        !cache.jobs().finish(taken.id, taken.lease).unwrap(),
+        "the holder of a buried job finds its lease lost"
+    );
+    let dead = cache
+        .jobs()
+        .list("mail", Some(JobState::Dead), 0, 10)
+        .unwrap();
+    assert_eq!(dead.len(), 2);
+    assert_eq!(cache.jobs().purge_dead("mail").unwrap(), 2);
+    assert!(cache.jobs().list("mail", None, 0, 10).unwrap().is_empty());
+}

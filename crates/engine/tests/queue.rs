@@ -467,3 +467,30 @@ fn repeated_peeks_see_every_push_and_pull_of_another_connection() {
         .unwrap()
         .is_none());
 }
+
+#[test]
+fn queues_are_listed_with_their_depth_and_oldest_item() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = Cache::open(dir.path(), OpenOptions::default()).unwrap();
+    for i in 0..3 {
+        cache
+            .queue(Some("mail"))
+            .push(ValueRef::Int(i), Side::Back, &w())
+            .unwrap();
+    }
+    cache
+        .queue(None)
+        .push(ValueRef::Int(9), Side::Back, &w())
+        .unwrap();
+    cache
+        .set(&Key::from("mail-not-a-number"), ValueRef::Int(0), &w())
+        .unwrap();
+    let found = cache.queues().unwrap();
+    assert_eq!(found.len(), 2);
+    assert_eq!((found[0].prefix.clone(), found[0].depth), (None, 1));
+    assert_eq!(
+        (found[1].prefix.as_deref(), found[1].depth),
+        (Some("mail"), 3)
+    );
+    assert!(found[1].oldest.is_some());
+}

@@ -364,6 +364,28 @@ impl Cache {
         Ok(())
     }
 
+    /// Rebuild the database file without its free pages (SQLite's `VACUUM`), after the WAL is
+    /// checkpointed into it: for an operator, after large deletions. Needs free disk space
+    /// about the size of `cache.db`, and waits for other writers like any write.
+    pub fn vacuum(&self) -> Result<()> {
+        self.writable()?;
+        self.with_conn(|c| {
+            if c.depth > 0 {
+                return Err(Error::invalid(
+                    "vacuum: not inside a transaction; call it outside transact()",
+                ));
+            }
+            c.db.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+                .ctx("checkpointing the WAL")?;
+            c.db.execute_batch("VACUUM").map_err(|e| {
+                crate::error::sql_error(
+                    "vacuuming the database (it needs free disk space about the size of cache.db)",
+                    e,
+                )
+            })
+        })
+    }
+
     pub fn create_tag_index(&self) -> Result<()> {
         self.reset("tag_index", Some(SettingValue::Int(1)), true)
             .map(drop)

@@ -44,7 +44,8 @@ CREATE TABLE jobs (
     crc INTEGER NOT NULL,
     size INTEGER NOT NULL DEFAULT 0,
     filename TEXT,
-    value
+    value,
+    taken REAL
 );
 CREATE INDEX jobs_due ON jobs (queue, state, due, id);
 CREATE UNIQUE INDEX jobs_dedupe ON jobs (queue, dedupe) WHERE dedupe IS NOT NULL AND state < 2;
@@ -180,6 +181,7 @@ pub(super) fn init_database(
     if !read_only {
         reconcile_auto_vacuum(db, settings.sqlite_auto_vacuum)?;
         add_claims_table(db)?;
+        add_jobs_taken(db)?;
     }
     if changed.is_empty() {
         return Ok(settings);
@@ -245,6 +247,23 @@ fn add_claims_table(db: &Connection) -> Result<()> {
     if !has {
         db.execute_batch(CLAIMS_SCHEMA)
             .ctx("adding the claims table")?;
+    }
+    Ok(())
+}
+
+/// Give a jobs table made before it the `taken` column (when the current lease was taken,
+/// for the age an operator sees); older builds ignore it. Once: afterwards this only reads.
+fn add_jobs_taken(db: &Connection) -> Result<()> {
+    let has: bool = db
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM pragma_table_info('jobs') WHERE name = 'taken')",
+            [],
+            |r| r.get(0),
+        )
+        .ctx("inspecting the database")?;
+    if !has {
+        db.execute_batch("ALTER TABLE jobs ADD COLUMN taken REAL")
+            .ctx("adding the jobs table's taken column")?;
     }
     Ok(())
 }
