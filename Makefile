@@ -13,7 +13,8 @@ demo: build
 	$(BIN)/python examples/queue_demo.py
 	$(BIN)/python examples/demo.py
 
-test: lint rust-test py-test portable-test upstream-test wheel-check
+# `browser` first: py-test runs the browser tests of tests/reader and tests/dashboard too.
+test: lint rust-test browser py-test portable-test upstream-test wheel-check
 
 # The inner loop: the lints of `make lint`, then the Python tests not marked slow (the slow ones
 # spawn many processes or run many generated examples). `make test` still runs every test.
@@ -86,6 +87,14 @@ bench: build
 	$(BIN)/python benches/bench_cache.py
 	$(BIN)/python benches/bench_queue.py
 	$(BIN)/python benches/bench_mixed.py
+
+# The docs site (docs/writing-docs.md): mkdocs with Material, the README as its home page and an
+# API reference from the docstrings, built --strict into target/site (open target/site/index.html).
+# The docs tools need Python 3.11+. NO_MKDOCS_2_WARNING quiets Material's banner about its future.
+.PHONY: docs
+docs: build
+	@test -x $(BIN)/mkdocs || { echo "make docs: mkdocs needs Python 3.11 or newer"; exit 1; }
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 # The reader app (examples/reader): its web app and queue worker on 127.0.0.1, sharing
 # READER_DIR; prints the address (port READER_PORT, default 8000, or a free one). Ctrl-C stops it.
