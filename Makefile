@@ -87,6 +87,8 @@ bench: build
 	$(BIN)/python benches/bench_cache.py
 	$(BIN)/python benches/bench_queue.py
 	$(BIN)/python benches/bench_mixed.py
+	$(BIN)/python benches/bench_claims.py
+	$(BIN)/python benches/bench_migrate.py
 
 # The docs site (docs/writing-docs.md): mkdocs with Material, the README as its home page and an
 # API reference from the docstrings, built --strict into target/site (open target/site/index.html).

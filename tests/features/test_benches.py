@@ -100,3 +100,12 @@ def test_the_mixed_benchmark_reports_each_row_with_its_ratios(tmp_path: Path) ->
             assert all(ratios[stat] > 0 for stat in ("median_us", "p90_us", "p99_us", "max_us"))
     for heading in ("1 process x", "4 processes x", "python-diskcache / oxide", "wall"):
         assert heading in stdout, heading
+
+
+def test_the_claims_benchmark_reports_each_waiter_beside_python_diskcache(tmp_path: Path) -> None:
+    report, stdout = run_quick("bench_claims.py", tmp_path / "claims.json")
+    for name in ("oxide", "oxide-portable", "diskcache"):
+        row = report[name]
+        assert row["n"] == report["samples"], row
+        assert 0 < row["median_us"] <= row["p90_us"] <= row["p99_us"], row
+    assert "vs diskcache" in stdout
