@@ -462,6 +462,8 @@ def faces_stub() -> str:
         "from collections.abc import Callable, Iterable, Iterator, Mapping",
         "from typing import Any, Literal, TypeVar",
         "",
+        "from .core import Constant",
+        "",
         "R = TypeVar('R')",
         "_Tag = str | int | float | bytes | None",
         "_Side = Literal['front', 'back']",

@@ -7,6 +7,8 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal, TypeVar
 
+from .core import Constant
+
 R = TypeVar('R')
 _Tag = str | int | float | bytes | None
 _Side = Literal['front', 'back']
@@ -112,7 +114,7 @@ class FanoutCacheCalls:
         ...
     def delete(self, key: Any, retry: bool=False) -> bool:
         ...
-    def get_or_compute(self, key: Any, fn: Callable[..., R], /, *args: Any, lease: float=60.0, timeout: float | None=None, expire: float | None=None, tag: str | int | float | bytes | None=None, namespace: str='default', if_computing: Literal['wait', 'skip']='wait', **kwargs: Any) -> R:
+    def get_or_compute(self, key: Any, fn: Callable[..., R], /, *args: Any, lease: float=60.0, timeout: float | None=None, expire: float | None=None, tag: str | int | float | bytes | None=None, namespace: str='default', if_computing: Literal['wait', 'skip']='wait', **kwargs: Any) -> R | Constant:
         ...
 
 

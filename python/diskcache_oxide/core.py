@@ -18,7 +18,17 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Callable, Collection, Iterator
-from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, Protocol, TypeVar, cast
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Generic,
+    Literal,
+    ParamSpec,
+    Protocol,
+    TypeVar,
+    cast,
+    overload,
+)
 
 if TYPE_CHECKING:  # only for annotations: the package has no run-time dependencies
     if sys.version_info >= (3, 11):
@@ -348,6 +358,38 @@ class Cache(_core.CacheCore):
         """
         return memoize_on(self, name, typed, expire, tag, ignore)
 
+    @overload
+    def get_or_compute(
+        self,
+        key: Any,
+        fn: Callable[..., R],
+        /,
+        *args: Any,
+        lease: float = ...,
+        timeout: float | None = ...,
+        expire: float | None = ...,
+        tag: str | int | float | bytes | None = ...,
+        namespace: str = ...,
+        if_computing: Literal["wait"] = ...,
+        **kwargs: Any,
+    ) -> R: ...
+
+    @overload
+    def get_or_compute(
+        self,
+        key: Any,
+        fn: Callable[..., R],
+        /,
+        *args: Any,
+        lease: float = ...,
+        timeout: float | None = ...,
+        expire: float | None = ...,
+        tag: str | int | float | bytes | None = ...,
+        namespace: str = ...,
+        if_computing: Literal["skip"],
+        **kwargs: Any,
+    ) -> R | Constant: ...
+
     def get_or_compute(
         self,
         key: Any,
@@ -361,7 +403,7 @@ class Cache(_core.CacheCore):
         namespace: str = "default",
         if_computing: Literal["wait", "skip"] = "wait",
         **kwargs: Any,
-    ) -> R:
+    ) -> R | Constant:
         """The value of ``key``, computed by ``fn(*args, **kwargs)`` once across threads,
         loops and processes: :func:`diskcache_oxide.get_or_compute` on this cache.
 
