@@ -9,7 +9,9 @@ Everything here reads, except the calls whose names say they change something
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -21,14 +23,20 @@ from .jobs import JobInfo, JobQueue
 __all__ = [
     "ClaimRow",
     "JobRow",
+    "QueueItem",
     "QueueRow",
+    "Unreadable",
     "bury_job",
     "claims",
     "info",
+    "job",
     "job_queues",
     "jobs",
+    "keys",
     "open_cache",
     "purge_dead",
+    "queue",
+    "queue_items",
     "queues",
     "release_claim",
     "retry_job",
@@ -47,7 +55,14 @@ def open_cache(
     :raises FileNotFoundError: if there is no cache there
     """
     path = os.fspath(directory)
-    if not os.path.isdir(path) or not os.path.exists(os.path.join(path, "cache.db")):
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"no directory {path!r}")
+    if not os.path.exists(os.path.join(path, "cache.db")):
+        if os.path.exists(os.path.join(path, "000", "cache.db")):
+            raise FileNotFoundError(
+                f"{path!r} holds the shards of a FanoutCache (000, 001, ...), not a cache: "
+                f"give one shard's directory, such as {os.path.join(path, '000')!r}"
+            )
         raise FileNotFoundError(f"no diskcache_oxide cache in {path!r} (no cache.db there)")
     if write:
         return Cache(path, pickle=pickle)
@@ -104,20 +119,87 @@ def queues(cache: Cache) -> list[QueueRow]:
     ]
 
 
+def queue(cache: Cache, prefix: str | None) -> QueueRow:
+    """The queue of ``prefix`` (None: the int keys' queue); depth 0 if it has no items."""
+    for row in queues(cache):
+        if row.prefix == prefix:
+            return row
+    return QueueRow(prefix, 0, None)
+
+
+class Unreadable:
+    """Stands for a stored value this process cannot decode (a pickle on a handle opened
+    without ``pickle=True``, an unregistered type, damaged bytes): listed, never raised."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.reason = type(error).__name__
+
+    def __repr__(self) -> str:
+        return f"<unreadable: {self.reason}>"
+
+
+@dataclass(frozen=True)
+class QueueItem:
+    """An item of a queue on the cache's keys: its key and value (:class:`Unreadable` if
+    it cannot be decoded here)."""
+
+    key: str | int
+    value: Any
+
+
+#: The largest key of the int keys' queue (python-diskcache's queue range).
+_INT_QUEUE_MAX = 999_999_999_999_999
+
+
+def _queue_keys(cache: Cache, prefix: str | None) -> list[str | int]:
+    # The keys of the queue's shape (a full scan of the keys, as queues() is), in queue order.
+    if prefix is None:
+        return sorted(
+            key for key in cache.iterkeys() if type(key) is int and 0 <= key <= _INT_QUEUE_MAX
+        )
+    shape = re.compile(re.escape(prefix) + r"-[0-9]{15}")
+    return sorted(
+        key for key in cache.iterkeys(prefix=prefix) if type(key) is str and shape.fullmatch(key)
+    )
+
+
+def queue_items(cache: Cache, prefix: str | None, *, limit: int = 100) -> list[QueueItem]:
+    """The first ``limit`` items of the queue of ``prefix``, front first, without pulling
+    them. An item pulled by another process meanwhile is left out."""
+    missing = object()
+    items: list[QueueItem] = []
+    for key in _queue_keys(cache, prefix):
+        if len(items) >= limit:
+            break
+        try:
+            value = cache.get(key, default=missing)
+        except Exception as error:  # listed, as jobs() lists a job it cannot decode
+            value = Unreadable(error)
+        if value is not missing:
+            items.append(QueueItem(key, value))
+    return items
+
+
+def keys(cache: Cache, *, prefix: str | None = None, limit: int | None = 100) -> list[Any]:
+    """The cache's keys in the order the cache iterates them (of the str keys starting with
+    ``prefix``, if given), at most ``limit`` (None: all)."""
+    return list(itertools.islice(cache.iterkeys(prefix=prefix), limit))
+
+
 def job_queues(cache: Cache) -> list[str]:
     """The names of the job queues in the directory (those holding jobs in any state)."""
     return cache._job_queues()
 
 
-def _value_text(info: JobInfo, width: int = 60) -> str:
+def _value_text(info: JobInfo, width: int | None = 60) -> str:
     try:
         text = repr(info.value)
     except Exception as error:  # a value this process cannot decode is still listed
-        text = f"<unreadable: {type(error).__name__}>"
-    return text if len(text) <= width else text[: width - 1] + "…"
+        text = repr(Unreadable(error))
+    return text if width is None or len(text) <= width else text[: width - 1] + "…"
 
 
-def _job_row(info: JobInfo, now: float) -> JobRow:
+def _job_row(info: JobInfo, now: float, width: int | None = 60) -> JobRow:
     state: JobState
     if info.state == "ready":
         state = "ready" if info.due <= now else "scheduled"
@@ -134,7 +216,7 @@ def _job_row(info: JobInfo, now: float) -> JobRow:
         lease_age=None if info.taken is None else max(0.0, now - info.taken),
         error=info.error,
         unique=info.unique,
-        value=_value_text(info),
+        value=_value_text(info, width),
     )
 
 
@@ -160,6 +242,12 @@ def jobs(
             if state is None or row.state == state
         )
     return found[:limit]
+
+
+def job(cache: Cache, job_id: int) -> JobRow | None:
+    """One job by id, in any state, its value's text in full; None if there is none."""
+    found = JobQueue(cache).get(job_id)
+    return None if found is None else _job_row(found, time.time(), width=None)
 
 
 def retry_job(cache: Cache, job_id: int, *, delay: float = 0.0) -> bool:

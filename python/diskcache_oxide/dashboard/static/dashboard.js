@@ -1,0 +1,270 @@
+// The dashboard's page: draws the snapshot that /api/state serves, polls it every interval,
+// and (only when the server allows actions) sends retry, bury and purge. Every text from the
+// directory goes in through textContent, never as HTML.
+(function () {
+  "use strict";
+
+  const root = document.getElementById("dashboard");
+  const token = document.querySelector('meta[name="dashboard-token"]').content;
+  const interval = Math.max(200, Number(root.dataset.interval) * 1000 || 1000);
+  const STATES = [
+    ["ready", "Queued", "ready to run now"],
+    ["leased", "Leased", "taken by a worker"],
+    ["scheduled", "Delayed", "waiting for their delay or retry"],
+    ["dead", "Dead letters", "out of attempts, or buried"],
+  ];
+  let state = JSON.parse(document.getElementById("initial-state").textContent);
+  let lastOk = Date.now();
+
+  // ---- building DOM ------------------------------------------------------------------------
+
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (name === "class") node.className = value;
+      else if (name === "text") node.textContent = String(value);
+      else node.setAttribute(name, String(value));
+    }
+    for (const child of children) {
+      if (child === null || child === undefined) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  function age(seconds) {
+    if (seconds === null || seconds === undefined) return "";
+    const sign = seconds < 0 ? "-" : "";
+    const s = Math.abs(seconds);
+    if (s < 10) return sign + s.toFixed(1) + " s";
+    const w = Math.round(s);
+    if (w < 60) return sign + w + " s";
+    if (w < 3600) return sign + Math.floor(w / 60) + " min " + (w % 60) + " s";
+    if (w < 86400) return sign + Math.floor(w / 3600) + " h " + Math.floor((w % 3600) / 60) + " min";
+    return sign + Math.floor(w / 86400) + " d " + Math.floor((w % 86400) / 3600) + " h";
+  }
+
+  function bytes(n) {
+    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let value = n;
+    let unit = 0;
+    while (value >= 1024 && unit < units.length - 1) {
+      value /= 1024;
+      unit += 1;
+    }
+    return unit === 0 ? n + " B" : value.toFixed(1) + " " + units[unit];
+  }
+
+  // A cell whose text is for a person and whose data-seconds is for a program (the tests).
+  function ageCell(cls, seconds) {
+    return el("td", { class: cls + " num", "data-seconds": seconds === null ? null : seconds.toFixed(3), text: age(seconds) });
+  }
+
+  function table(columns, rows, attrs) {
+    const head = el("tr", {}, ...columns.map(([label, cls]) => el("th", { class: cls }, label)));
+    return el("table", attrs || {}, el("thead", {}, head), el("tbody", {}, ...rows));
+  }
+
+  function button(action, label, data) {
+    return el("button", { type: "button", class: "action " + action, "data-action": action, ...data }, label);
+  }
+
+  // ---- the sections -------------------------------------------------------------------------
+
+  function drawStats(s) {
+    const stats = s.stats;
+    const hitRate = stats.hits + stats.misses > 0 ? ((100 * stats.hits) / (stats.hits + stats.misses)).toFixed(1) + " %" : "–";
+    const cards = [
+      ["count", "entries", stats.count, String(stats.count)],
+      ["volume", "volume", stats.volume, bytes(stats.volume)],
+      ["hits", "hits", stats.hits, String(stats.hits)],
+      ["misses", "misses", stats.misses, String(stats.misses)],
+      ["hit-rate", "hit rate", hitRate, hitRate],
+      ["queues", "queues", s.queues.length, String(s.queues.length)],
+      ["job-queues", "job queues", s.job_queues.length, String(s.job_queues.length)],
+      ["claims", "live claims", stats.claims, String(stats.claims)],
+      ["eviction", "eviction", stats.eviction_policy, stats.eviction_policy],
+      ["size-limit", "size limit", stats.size_limit, bytes(stats.size_limit)],
+    ];
+    const section = document.getElementById("stats");
+    section.replaceChildren(
+      ...cards.map(([key, label, raw, shown]) =>
+        el("div", { class: "card", "data-stat": key, "data-value": raw },
+          el("div", { class: "value" }, shown), el("div", { class: "label" }, label)))
+    );
+    if (!stats.statistics) {
+      section.append(el("p", { class: "hint" }, "hits and misses are counted only while statistics are on (cache.stats(enable=True))"));
+    }
+  }
+
+  function drawQueues(s) {
+    const body = document.querySelector("#queues .body");
+    if (!s.queues.length) {
+      body.replaceChildren(el("p", { class: "empty" }, "No queues: nothing pushed, or everything pulled."));
+      return;
+    }
+    const rows = s.queues.map((q) =>
+      el("tr", { "data-queue": q.prefix === null ? "-" : q.prefix },
+        el("td", { class: "prefix" }, q.prefix === null ? "(int keys)" : q.prefix),
+        el("td", { class: "depth num", text: q.depth }),
+        ageCell("oldest", q.oldest_age)));
+    body.replaceChildren(table([["prefix", ""], ["depth", "num"], ["oldest item", "num"]], rows));
+  }
+
+  function jobColumns(stateName) {
+    const cols = [["id", "num"], ["attempts", "num"], ["age", "num"]];
+    if (stateName === "leased") cols.push(["lease age", "num"], ["lease left", "num"]);
+    if (stateName === "scheduled") cols.push(["due in", "num"]);
+    if (stateName === "dead") cols.push(["last error", ""]);
+    cols.push(["value", ""]);
+    if (state.actions) cols.push(["", ""]);
+    return cols;
+  }
+
+  function jobRow(job) {
+    const cells = [
+      el("td", { class: "id num", text: job.id }),
+      el("td", { class: "attempts num", "data-attempts": job.attempts, text: job.attempts + " / " + (job.max_attempts || "∞") }),
+      ageCell("age", job.age),
+    ];
+    if (job.state === "leased") cells.push(ageCell("lease-age", job.lease_age), ageCell("lease-left", job.due_in));
+    if (job.state === "scheduled") cells.push(ageCell("due-in", job.due_in));
+    if (job.state === "dead") cells.push(el("td", { class: "error", text: job.error || "" }));
+    cells.push(el("td", { class: "value", text: job.value }));
+    if (state.actions) {
+      const data = { "data-job-id": job.id, "data-queue": job.queue };
+      cells.push(el("td", { class: "buttons" },
+        job.state === "dead" ? button("retry", "retry", data) : button("bury", "bury", data)));
+    }
+    return el("tr", { "data-job-id": job.id, "data-state": job.state }, ...cells);
+  }
+
+  function drawJobs(s) {
+    const body = document.querySelector("#jobs .body");
+    if (!s.job_queues.length) {
+      body.replaceChildren(el("p", { class: "empty" }, "No job queues."));
+      return;
+    }
+    body.replaceChildren(...s.job_queues.map((q) => {
+      const counts = el("div", { class: "counts" },
+        ...STATES.map(([name, label]) =>
+          el("span", { class: "count " + name, "data-count": name, "data-value": q.counts[name] },
+            el("b", {}, String(q.counts[name])), " " + label.toLowerCase())));
+      const head = el("div", { class: "queue-head" }, el("h3", {}, q.name), counts);
+      if (state.actions && q.counts.dead > 0) {
+        head.append(button("purge", "purge " + q.counts.dead + " dead", { "data-queue": q.name }));
+      }
+      const tables = STATES.map(([name, label, hint]) => {
+        const jobs = q.jobs[name];
+        const shown = jobs.length < q.counts[name] ? " (first " + jobs.length + " of " + q.counts[name] + ")" : "";
+        const title = el("h4", {}, label + " ", el("small", {}, hint + shown));
+        const content = jobs.length
+          ? table(jobColumns(name), jobs.map(jobRow), { "data-job-queue": q.name, "data-state": name })
+          : el("p", { class: "empty", "data-job-queue": q.name, "data-state": name }, "none");
+        return el("div", { class: "state " + name }, title, content);
+      });
+      return el("article", { class: "job-queue", "data-job-queue": q.name }, head, ...tables);
+    }));
+  }
+
+  function drawClaims(s) {
+    const body = document.querySelector("#claims .body");
+    if (!s.claims.length) {
+      body.replaceChildren(el("p", { class: "empty" }, "No live claims."));
+      return;
+    }
+    const rows = s.claims.map((c) =>
+      el("tr", { "data-claim-key": c.key, "data-namespace": c.namespace },
+        el("td", { class: "namespace", text: c.namespace }),
+        el("td", { class: "key", text: c.key }),
+        el("td", { class: "holder", text: c.host + ":" + c.pid }),
+        ageCell("held-for", c.held_for),
+        ageCell("lease-left", c.lease_left)));
+    body.replaceChildren(table([["namespace", ""], ["key", ""], ["holder (host:pid)", ""], ["held for", "num"], ["lease left", "num"]], rows));
+  }
+
+  function drawSettings(s) {
+    const rows = Object.keys(s.settings).sort().map((name) =>
+      el("tr", { "data-setting": name }, el("td", { text: name }), el("td", { class: "num", text: s.settings[name] })));
+    document.querySelector("#settings .body").replaceChildren(table([["setting", ""], ["value", "num"]], rows));
+  }
+
+  function draw(s) {
+    state = s;
+    drawStats(s);
+    drawQueues(s);
+    drawJobs(s);
+    drawClaims(s);
+    drawSettings(s);
+    root.dataset.drawn = String(s.time);
+  }
+
+  // ---- live updates -------------------------------------------------------------------------
+
+  function showLive(ok) {
+    const live = document.getElementById("live");
+    live.textContent = ok ? "live" : "offline";
+    live.className = "badge " + (ok ? "live" : "offline");
+    const seconds = (Date.now() - lastOk) / 1000;
+    document.getElementById("updated").textContent = ok ? "" : "last update " + age(seconds) + " ago";
+  }
+
+  async function poll() {
+    try {
+      const response = await fetch("api/state", { cache: "no-store" });
+      if (!response.ok) throw new Error("HTTP " + response.status);
+      draw(await response.json());
+      lastOk = Date.now();
+      showLive(true);
+    } catch (error) {
+      showLive(false);
+    } finally {
+      window.setTimeout(poll, interval);
+    }
+  }
+
+  function notice(text, isError) {
+    const box = document.getElementById("notice");
+    box.textContent = text;
+    box.className = isError ? "notice error" : "notice";
+    box.hidden = false;
+  }
+
+  async function act(action, data) {
+    let url;
+    let body = null;
+    if (action === "purge") {
+      if (!window.confirm("Delete the dead jobs of '" + data.queue + "'? This cannot be undone.")) return;
+      url = "api/purge";
+      body = JSON.stringify({ queue: data.queue });
+    } else {
+      url = "api/jobs/" + encodeURIComponent(data.jobId) + "/" + action;
+    }
+    try {
+      const response = await fetch(url, {
+        method: "POST",
+        headers: { "X-Dashboard-Token": token, "Content-Type": "application/json" },
+        body: body,
+      });
+      const answer = await response.json();
+      notice(answer.message || answer.error || "HTTP " + response.status, !response.ok);
+    } catch (error) {
+      notice(String(error), true);
+    }
+    try {
+      const response = await fetch("api/state", { cache: "no-store" });
+      if (response.ok) draw(await response.json());
+    } catch (error) {
+      showLive(false);
+    }
+  }
+
+  document.addEventListener("click", (event) => {
+    const target = event.target instanceof Element ? event.target.closest("button[data-action]") : null;
+    if (target && state.actions) act(target.dataset.action, target.dataset);
+  });
+
+  draw(state);
+  window.setTimeout(poll, interval);
+})();
