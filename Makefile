@@ -115,6 +115,14 @@ reader-test: build
 	bash tests/reader/setup_browser.sh || echo "reader-test: no headless Chromium; its tests will be skipped"
 	$(BIN)/python -m pytest tests/reader
 
+# The command line's and the dashboard's tests (tests/cli, tests/dashboard), the dashboard's in
+# headless Chromium (installed first if missing, as for reader-test; skipped if it cannot be).
+# Screenshots go to target/dashboard-artifacts/.
+.PHONY: dashboard-test
+dashboard-test: build
+	bash tests/reader/setup_browser.sh || echo "dashboard-test: no headless Chromium; its tests will be skipped"
+	$(BIN)/python -m pytest tests/cli tests/dashboard
+
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 

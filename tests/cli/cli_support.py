@@ -5,7 +5,6 @@ scheduled, leased, dead) and a live claim. tests/dashboard uses it too."""
 from __future__ import annotations
 
 import hashlib
-import socket
 import sysconfig
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -82,10 +81,3 @@ def digest(directory: Path) -> dict[str, str]:
         if path.is_file():
             found[str(path.relative_to(directory))] = hashlib.sha256(path.read_bytes()).hexdigest()
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port

@@ -155,15 +155,20 @@
       if (state.actions && q.counts.dead > 0) {
         head.append(button("purge", "purge " + q.counts.dead + " dead", { "data-queue": q.name }));
       }
-      const tables = STATES.map(([name, label, hint]) => {
+      // A table for each state that has jobs; the empty states on one line after them.
+      const tables = STATES.filter(([name]) => q.jobs[name].length).map(([name, label, hint]) => {
         const jobs = q.jobs[name];
         const shown = jobs.length < q.counts[name] ? " (first " + jobs.length + " of " + q.counts[name] + ")" : "";
         const title = el("h4", {}, label + " ", el("small", {}, hint + shown));
-        const content = jobs.length
-          ? table(jobColumns(name), jobs.map(jobRow), { "data-job-queue": q.name, "data-state": name })
-          : el("p", { class: "empty", "data-job-queue": q.name, "data-state": name }, "none");
+        const content = table(jobColumns(name), jobs.map(jobRow), { "data-job-queue": q.name, "data-state": name });
         return el("div", { class: "state " + name }, title, content);
       });
+      const empty = STATES.filter(([name]) => !q.jobs[name].length);
+      if (empty.length) {
+        tables.push(el("p", { class: "empty states" }, "No jobs ",
+          ...empty.map(([name, label], i) => el("span", { "data-job-queue": q.name, "data-state": name },
+            (i ? (i === empty.length - 1 ? " or " : ", ") : "") + label.toLowerCase()))));
+      }
       return el("article", { class: "job-queue", "data-job-queue": q.name }, head, ...tables);
     }));
   }
