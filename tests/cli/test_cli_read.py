@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from cli_support import Filled, Run, digest
+from diskcache_oxide import Cache
 
 
 def test_info_json_counts_every_part(filled: Filled, run_json: Any) -> None:
@@ -220,3 +221,19 @@ def test_help_and_version(run: Run) -> None:
     assert "--literal" in run("get", "--help").stdout
     assert run("--version").exit_code == 0
     assert run("nosuch").exit_code == 2
+
+
+class Custom:
+    """Stored as a pickle by a pickle=True handle: a read-only look never loads it."""
+
+
+def test_a_pickled_value_is_listed_never_loaded(tmp_path: Path, run: Run, run_json: Any) -> None:
+    directory = tmp_path / "p"
+    with Cache(str(directory), pickle=True) as cache:
+        cache.push(Custom(), prefix="q")
+        cache["obj"] = Custom()
+    (item,) = run_json("queue", directory, "q", "ls")
+    assert item["value"]["repr"] == "<unreadable: UnsafeValueError>"
+    result = run("get", directory, "obj")
+    assert result.exit_code == 1 and len(result.stderr.splitlines()) == 1
+    assert "pickle" in result.stderr

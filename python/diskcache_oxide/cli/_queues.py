@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import admin
 from ..core import Cache
+from ..jobs import JobQueue
 from ._app import KEY_HELP, json_option, key_options
 from ._output import Failure, Out, age, describe, parse_key
 
@@ -185,7 +186,7 @@ def jobs_purge(out: Out, directory: str, name: str, yes: bool) -> None:
 
     with admin.open_cache(directory, write=True) as cache:
         _known_queue(cache, directory, name)
-        dead = admin.info(cache)["jobs"][name]["dead"]
+        dead = JobQueue(cache, name).counts().dead
         if dead and not yes:
             click.confirm(f"delete the {dead} dead jobs of {name!r}?", abort=True, err=True)
         purged = admin.purge_dead(cache, name)
