@@ -107,12 +107,12 @@ reader: build
 
 # Debian's chromium and chromium-driver, for the reader's browser tests; installed if missing.
 browser:
-	bash tests/reader/setup_browser.sh
+	bash tests/helpers/setup_browser.sh
 
 # The reader's tests (tests/reader), in headless Chromium; installs it first if missing. If it
 # cannot be installed, the browser tests are skipped, saying why.
 reader-test: build
-	bash tests/reader/setup_browser.sh || echo "reader-test: no headless Chromium; its tests will be skipped"
+	bash tests/helpers/setup_browser.sh || echo "reader-test: no headless Chromium; its tests will be skipped"
 	$(BIN)/python -m pytest tests/reader
 
 # The command line's and the dashboard's tests (tests/cli, tests/dashboard), the dashboard's in
@@ -120,7 +120,7 @@ reader-test: build
 # Screenshots go to target/dashboard-artifacts/.
 .PHONY: dashboard-test
 dashboard-test: build
-	bash tests/reader/setup_browser.sh || echo "dashboard-test: no headless Chromium; its tests will be skipped"
+	bash tests/helpers/setup_browser.sh || echo "dashboard-test: no headless Chromium; its tests will be skipped"
 	$(BIN)/python -m pytest tests/cli tests/dashboard
 
 $(BIN)/python:

@@ -10,7 +10,6 @@ process group of its own, and stopped by pid at the end of its test whatever hap
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,12 +24,11 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "cli"))
 
+from browser import browser_missing, headless_chromium  # noqa: E402
 from cli_support import Filled, fill  # noqa: E402
 
 REPO = HERE.parents[1]
 ARTIFACTS = REPO / "target" / "dashboard-artifacts"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
 
 for needed in ("starlette", "uvicorn", "jinja2"):
     pytest.importorskip(needed, reason=f"the dashboard's tests need {needed}: requirements-dev.txt")
@@ -103,49 +101,12 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., Server]]:
             server.stop()
 
 
-def _browser_missing() -> str | None:
-    if CHROMIUM is None or CHROMEDRIVER is None:
-        return (
-            "headless Chromium is not installed (no chromium or chromedriver on PATH); "
-            "`make browser` installs Debian's chromium and chromium-driver"
-        )
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        return "selenium is not installed (pip install -r requirements-dev.txt)"
-    return None
-
-
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
-    reason = _browser_missing()
+    reason = browser_missing()
     if reason is not None:
         pytest.skip(reason)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    assert CHROMIUM is not None and CHROMEDRIVER is not None
-    options.binary_location = CHROMIUM
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",  # we run as root
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--window-size=1280,1000",
-        "--no-first-run",
-        "--disable-extensions",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-    ):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(30)
-    try:
-        yield driver
-    finally:
-        driver.quit()
+    yield from headless_chromium()
 
 
 @pytest.fixture

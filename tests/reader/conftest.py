@@ -1,7 +1,7 @@
 """Fixtures for the reader app's tests (examples/reader).
 
 The browser tests drive a real headless Chromium (Debian's ``chromium`` and ``chromium-driver``,
-installed by ``make browser``, i.e. tests/reader/setup_browser.sh) with selenium. They are
+installed by ``make browser``, i.e. tests/helpers/setup_browser.sh) with selenium. They are
 skipped, with the reason, only when Chromium or its driver is not installed; ``make reader-test``
 installs them first.
 """
@@ -9,7 +9,6 @@ installs them first.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,60 +18,19 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from browser import browser_missing, headless_chromium  # noqa: E402
 from reader_harness import ARTIFACTS, FakeLLM, ReaderRun  # noqa: E402
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-
-
-def _browser_missing() -> str | None:
-    if CHROMIUM is None or CHROMEDRIVER is None:
-        return (
-            "headless Chromium is not installed (no chromium or chromedriver on PATH); "
-            "`make browser` (tests/reader/setup_browser.sh) installs Debian's chromium and "
-            "chromium-driver"
-        )
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        return "selenium is not installed (pip install -r requirements-dev.txt)"
-    return None
 
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
-    reason = _browser_missing()
+    reason = browser_missing()
     if reason is not None:
         pytest.skip(reason)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    assert CHROMIUM is not None and CHROMEDRIVER is not None
-    options.binary_location = CHROMIUM
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",  # we run as root
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--window-size=1280,1000",
-        "--no-first-run",
-        "--disable-extensions",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        # Chrome's back/forward cache keeps a page it navigated away from alive, with its
-        # fetch still running (its view is not lost, only hidden). Off, so that navigating
-        # away closes the page, as a tab close does.
-        "--disable-features=BackForwardCache",
-    ):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(30)
-    try:
-        yield driver
-    finally:
-        driver.quit()
+    # Chrome's back/forward cache keeps a page it navigated away from alive, with its fetch
+    # still running (its view is not lost, only hidden). Off, so that navigating away closes
+    # the page, as a tab close does.
+    yield from headless_chromium(["--disable-features=BackForwardCache"])
 
 
 @pytest.fixture

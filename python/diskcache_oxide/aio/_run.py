@@ -11,6 +11,8 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any, Literal, ParamSpec, TypeVar
 
+from .._api import shaped
+
 T = TypeVar("T")
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -62,10 +64,4 @@ async def _taking(
 def _reshape(item: Any, expire_time: bool, tag: bool) -> Any:
     """A ``(pair, expire_time, tag)`` item shaped as a pull with these flags returns it."""
     pair, expires, item_tag = item
-    if expire_time and tag:
-        return (pair, expires, item_tag)
-    if expire_time:
-        return (pair, expires)
-    if tag:
-        return (pair, item_tag)
-    return pair
+    return shaped(pair, expires, item_tag, expire_time, tag)
