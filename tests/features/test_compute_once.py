@@ -262,3 +262,13 @@ def test_compute_once_keys_are_the_same_run_as_main_or_imported(tmp_path: Any) -
     )
     assert by_path.returncode != 0
     assert "pass name='...' to compute_once" in by_path.stderr
+
+
+def test_bad_options_are_refused_before_anything_is_claimed(cache: Any) -> None:
+    with pytest.raises(ValueError, match="if_computing must be 'wait' or 'skip'"):
+        cache.get_or_compute("k", lambda: 1, if_computing="never")
+    with pytest.raises(ValueError, match="lease must be a finite number of seconds > 0"):
+        cache.get_or_compute("k", lambda: 1, lease=0)
+    with pytest.raises(TypeError, match="timeout must be a number of seconds"):
+        cache.get_or_compute("k", lambda: 1, timeout="soon")
+    assert Claims(cache).holder("k") is None and "k" not in cache
