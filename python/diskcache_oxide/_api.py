@@ -173,8 +173,8 @@ CALLS: tuple[Call, ...] = (
     Call("transact",      _written("the block just runs, with nothing to lock")),
     Call("memoize",       _written("the decorated function runs on every call (its "
                                    "``__cache_key__`` gives the keys `Cache.memoize` would use)")),
-    Call("get_or_compute", _written("calls ``fn`` every time: nothing is stored and no claim "
-                                    "is taken"),
+    Call("get_or_compute", Miss("fn(*args, **kwargs)", "calls ``fn`` every time: nothing is "
+                                "stored and no claim is taken"),
                                           None,               ROUTED),
     Call("__len__",       ZERO,           ZERO,               None,          "length", "len"),
     Call("__iter__",      NO_ITEMS),

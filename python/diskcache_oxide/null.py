@@ -141,22 +141,6 @@ class NullCache(_Calls):
 
         return decorator
 
-    def get_or_compute(
-        self,
-        key: Any,
-        fn: Callable[..., R],
-        /,
-        *args: Any,
-        lease: float = 60.0,
-        timeout: float | None = None,
-        expire: float | None = None,
-        tag: _Tag = None,
-        namespace: str = "default",
-        if_computing: Literal["wait", "skip"] = "wait",
-        **kwargs: Any,
-    ) -> R:
-        return fn(*args, **kwargs)
-
     def __enter__(self: _N) -> _N:
         return self
 

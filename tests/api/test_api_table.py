@@ -77,3 +77,7 @@ def test_a_null_miss_is_evaluated_against_the_arguments() -> None:
         null.incr("k", default=None)
     with pytest.raises(KeyError, match="dictionary is empty"):
         null.peekitem()
+    calls: list[int] = []
+    for _ in range(2):  # nothing is stored: fn runs every time, with its own arguments
+        assert null.get_or_compute("k", lambda a, b=0: calls.append(a) or a + b, 2, b=5) == 7
+    assert calls == [2, 2]
