@@ -230,12 +230,19 @@ class JobQueue:
     def take(self, *, timeout: float | None = None, lease: float | None = None) -> Job | None:
         """Lease the next due job, trying the queues in priority order.
 
+        A job this process cannot decode never holds up the jobs behind it (D-047). One whose
+        value is unsafe here (a pickle on a ``pickle=False`` cache), of an unregistered type,
+        or whose decoder raised is passed over: the pass counts as an attempt, its reason is
+        kept as the job's ``error`` (see :meth:`get`), and the job is offered again after a
+        short delay (1 s, doubling with each attempt, at most a lease), to a worker that can
+        read it; once it has used its ``max_attempts`` it goes to the dead-letter list. A job
+        whose value is damaged goes to the dead-letter list at once. Either way the take goes
+        on to the next due job, and logs what it passed over on the ``diskcache_oxide``
+        logger.
+
         :param timeout: seconds to wait for a job if none is due (default: do not wait)
         :param lease: this lease's length in seconds (default: the queue's)
-        :return: the job, or None if there was none
-        :raises DecodeError: if the job's value cannot be decoded here: an unsafe value or an
-            unregistered type is released back (the attempt is not counted); a damaged one
-            is moved to the dead-letter list (:class:`CorruptValueError`)
+        :return: the job, or None if there was none it could take
         """
         jobs = self.take_many(1, timeout=timeout, lease=lease)
         return jobs[0] if jobs else None
@@ -246,21 +253,16 @@ class JobQueue:
         """Lease up to ``n`` due jobs in one transaction (waiting, with ``timeout``, only
         while there are none).
 
-        A job whose value cannot be decoded here is handled as in :meth:`take`. Its error is
-        raised if no other job could be returned; otherwise the jobs that decoded are returned
-        and the error is logged on the ``diskcache_oxide`` logger.
+        Jobs this process cannot decode are passed over or buried as in :meth:`take`, and
+        do not count towards ``n``: the take returns the due jobs behind them.
         """
         count = _count("n", n)
         length = self._lease if lease is None else _seconds("lease", lease)
         taken, errors = self._cache._job_take(
             list(self._queues), length, count, _timeout(timeout), self._lease
         )
-        if errors and not taken:
-            for err in errors[1:]:
-                _log.warning("could not take a job: %s", err)
-            raise errors[0]
         for err in errors:
-            _log.warning("could not take a job: %s", err)
+            _log.warning("%s", err)
         return taken
 
     # ---- settling a job -------------------------------------------------------------------

@@ -8,11 +8,8 @@ bound and nothing asserts how fast a call is.
 
 from __future__ import annotations
 
-import os
-import sqlite3
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -480,71 +477,6 @@ def test_blocking_take_wakes_when_a_lease_runs_out(jobs: Any) -> None:
     job = jobs.take(timeout=8)
     assert job is not None and job.id == job_id and job.attempts == 2
     assert time.monotonic() - started < 6, "the take slept through the lease's end"
-
-
-# ----------------------------------------------------------------------------- undecodable jobs
-
-
-@dataclass
-class Parcel:
-    weight: int
-
-
-def corrupt_job_value(directory: str, job_id: int) -> None:
-    db = sqlite3.connect(os.path.join(directory, "cache.db"), timeout=30)
-    try:
-        (value,) = db.execute("SELECT value FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        raw = bytearray(value if isinstance(value, bytes) else value.encode())
-        raw[len(raw) // 2] ^= 0xFF
-        with db:
-            db.execute("UPDATE jobs SET value = ? WHERE id = ?", (bytes(raw), job_id))
-    finally:
-        db.close()
-
-
-def test_a_pickled_job_is_released_for_a_worker_that_can_read_it(dc: Any, make_cache: Any) -> None:
-    trusting = dc.JobQueue(make_cache("shared", eviction_policy="none", pickle=True))
-    job_id = trusting.put(Parcel(3))
-    safe = dc.JobQueue(make_cache("shared"))
-    with pytest.raises(dc.UnsafeValueError):
-        safe.take()
-    info = trusting.get(job_id)
-    assert (info.state, info.attempts) == ("ready", 0)  # released, the attempt not counted
-    job = trusting.take()
-    assert job.value == Parcel(3)
-    assert trusting.finish(job)
-
-
-def test_a_job_of_an_unregistered_type_is_released(dc: Any, make_cache: Any) -> None:
-    jobs = dc.JobQueue(make_cache("reg", eviction_policy="none"))
-    dc.register_type(Parcel, "tests.jobs.Parcel", lambda p: p.weight, Parcel)
-    try:
-        job_id = jobs.put(Parcel(9))
-    finally:
-        dc.unregister_type(Parcel)
-    with pytest.raises(dc.UnknownTypeError):
-        jobs.take()
-    assert jobs.get(job_id).state == "ready"
-    assert jobs.get(job_id).attempts == 0
-    dc.register_type(Parcel, "tests.jobs.Parcel", lambda p: p.weight, Parcel)
-    try:
-        job = jobs.take()
-        assert job.value == Parcel(9)
-    finally:
-        dc.unregister_type(Parcel)
-
-
-def test_a_damaged_job_is_buried(dc: Any, cache: Any, jobs: Any) -> None:
-    bad = jobs.put({"payload": "x" * 40})
-    good = jobs.put("fine")
-    corrupt_job_value(cache.directory, bad)
-    with pytest.raises(dc.CorruptValueError):
-        jobs.take()
-    info = jobs.get(bad)
-    assert info.state == "dead"
-    assert info.error
-    job = jobs.take()
-    assert job.id == good
 
 
 # ----------------------------------------------------------------------------- arguments

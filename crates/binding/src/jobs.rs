@@ -14,7 +14,8 @@ use crate::core::{run, Handle};
 use crate::errors::Exc;
 use crate::queue::{classify, decode_stored, wait_loop, CountArg, Decoded, WaitArg};
 use diskcache_oxide_engine::{
-    JobInfo as Info, JobOptions, JobState, JobValueError, StoredValue, TakeVerdict, ValueRef,
+    pass_delay, JobInfo as Info, JobOptions, JobState, JobValueError, StoredValue, TakeVerdict,
+    ValueRef,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -449,20 +450,59 @@ fn put_many(
     run(py, false, || cache.jobs().put_many(queue, &refs, &options))
 }
 
-/// Why a job offered to a take was not taken: the error to report.
-fn refused(py: Python<'_>, id: i64, queue: &str, problem: PyErr, buried: bool) -> PyErr {
-    if !buried {
-        return problem;
-    }
-    let err = Exc::CorruptValue.err(
-        py,
-        format!(
+/// What a take did with a job it could not take, as it is logged.
+enum Refusal {
+    /// Passed over (D-047): ready again after `delay` seconds, or dead if `dead`.
+    Passed { delay: f64, dead: bool },
+    /// A damaged value, moved to the dead-letter list.
+    Buried,
+}
+
+/// Why a job offered to a take was not taken: the error to log, its cause the decode error.
+fn refused(py: Python<'_>, id: i64, queue: &str, problem: PyErr, how: Refusal) -> PyErr {
+    let text = match how {
+        Refusal::Buried => format!(
             "job {id} of queue {queue:?} has a damaged value that no build can read; it was \
              moved to the dead-letter list, where dead() lists it and delete() removes it"
         ),
-    );
+        Refusal::Passed { dead: true, .. } => format!(
+            "job {id} of queue {queue:?} cannot be decoded by this process ({}); it has used its \
+             attempts and went to the dead-letter list: run a worker that can read it (the \
+             right pickle= setting, its type registered) and requeue it with retry()",
+            describe(py, &problem)
+        ),
+        Refusal::Passed { delay, dead: false } => format!(
+            "job {id} of queue {queue:?} cannot be decoded by this process ({}); it was passed \
+             over and is offered again in {delay:.0} s, to a worker that can read it",
+            describe(py, &problem)
+        ),
+    };
+    let exc = match how {
+        Refusal::Buried => Exc::CorruptValue,
+        Refusal::Passed { .. } => Exc::DecodeError,
+    };
+    let err = exc.err(py, text);
     err.set_cause(py, Some(problem));
     err
+}
+
+/// `Type: message` of an exception, at most 300 characters (it is stored with the job).
+fn describe(py: Python<'_>, err: &PyErr) -> String {
+    let kind = err
+        .get_type(py)
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "Exception".into());
+    let message = err
+        .value(py)
+        .str()
+        .map(|s| s.to_string())
+        .unwrap_or_default();
+    let mut text = format!("{kind}: {message}");
+    if text.chars().count() > 300 {
+        text = text.chars().take(299).collect::<String>() + "…";
+    }
+    text
 }
 
 /// What a take's transaction decided, per job offered.
@@ -470,8 +510,8 @@ fn refused(py: Python<'_>, id: i64, queue: &str, problem: PyErr, buried: bool) -
 struct Decided {
     /// The values decoded inside the transaction, one per taken job (None: plain, built after).
     values: Vec<Option<Py<PyAny>>>,
-    /// Jobs it could not take: id, queue, the decode error, and whether it buried the job.
-    refused: Vec<(i64, String, PyErr, bool)>,
+    /// Jobs it could not take: id, queue, the decode error, and what it did with the job.
+    refused: Vec<(i64, String, PyErr, Refusal)>,
 }
 
 #[pymethods]
@@ -512,10 +552,11 @@ impl CacheCore {
     }
 
     /// Lease up to `n` jobs of `queues` (priority order) for `lease` seconds; with `timeout`,
-    /// wait while none is due. Returns `(jobs, errors)`: the `Job`s taken, and the errors of
-    /// the jobs this process could not decode, which the same transaction left ready (an
-    /// unsafe value or an unregistered type: another process may read it; the attempt is not
-    /// counted) or buried (a damaged value: `CorruptValueError`).
+    /// wait while none is due. Returns `(jobs, errors)`: the `Job`s taken, and, to be logged,
+    /// the errors of the jobs this process could not decode, which the take passed over (an
+    /// unsafe value, an unregistered type or a decoder that raised: `DecodeError`; another
+    /// process may read it, D-047) or buried (a damaged value: `CorruptValueError`) on its way
+    /// to the jobs behind them.
     #[pyo3(signature = (queues, lease, n, timeout=WaitArg(None), default_lease=None), text_signature = "(self, queues, lease, n, timeout=None, default_lease=None)")]
     fn _job_take<'py>(
         slf: &Bound<'py, Self>,
@@ -534,6 +575,9 @@ impl CacheCore {
         let cache = &*h.cache;
         let pickle = h.pickle;
         let names: Vec<&str> = queues.iter().map(String::as_str).collect();
+        let pid = std::process::id();
+        // What every attempt of a waiting take passed over or buried, to report at the end.
+        let mut refusals = Vec::new();
         let attempt = || {
             let mut decided = Decided::default();
             let mut decide = |job: &diskcache_oxide_engine::Job| -> TakeVerdict {
@@ -551,34 +595,53 @@ impl CacheCore {
                         TakeVerdict::Take
                     }
                     Decoded::Damaged(err) => {
-                        let text = Python::attach(|py| {
-                            err.value(py)
-                                .str()
-                                .map(|s| s.to_string())
-                                .unwrap_or_default()
-                        });
-                        decided.refused.push((job.id, job.queue.clone(), err, true));
+                        let text = Python::attach(|py| describe(py, &err));
+                        decided
+                            .refused
+                            .push((job.id, job.queue.clone(), err, Refusal::Buried));
                         TakeVerdict::Bury(format!("damaged value: {text}"))
                     }
                     Decoded::Unreadable(err) | Decoded::Failed(err) => {
-                        decided
-                            .refused
-                            .push((job.id, job.queue.clone(), err, false));
-                        TakeVerdict::Leave
+                        // Another worker may read it: pass it over, and say which process
+                        // could not and why, where an operator looks (JobQueue.get, jobs ls).
+                        let text = Python::attach(|py| describe(py, &err));
+                        let dead = job.max_attempts > 0 && job.attempts >= job.max_attempts;
+                        let delay = pass_delay(job.attempts, lease);
+                        decided.refused.push((
+                            job.id,
+                            job.queue.clone(),
+                            err,
+                            Refusal::Passed { delay, dead },
+                        ));
+                        TakeVerdict::Pass(format!(
+                            "passed over by a worker that cannot decode it (pid {pid}): {text}"
+                        ))
                     }
                 }
             };
-            let taken = cache
-                .jobs()
-                .take_deciding(&names, lease, n.0, &mut decide)?;
-            let done = !taken.is_empty() || !decided.refused.is_empty();
-            Ok(done.then_some((taken, decided)))
+            // A take that stopped after its share of passes is made again at once: each pass
+            // moved a job out of the due ones, so this ends, and the jobs behind are reached.
+            let taken = loop {
+                let got = cache
+                    .jobs()
+                    .take_deciding(&names, lease, n.0, &mut decide)?;
+                if !got.jobs.is_empty() || !got.more {
+                    break got.jobs;
+                }
+            };
+            refusals.append(&mut decided.refused);
+            // Only a job taken ends a wait: one passed over is no reason to stop waiting.
+            Ok((!taken.is_empty()).then_some((taken, decided.values)))
         };
-        let Some((taken, decided)) = wait_loop(py, cache, timeout.0, false, attempt)? else {
+        let found = wait_loop(py, cache, timeout.0, false, attempt)?;
+        for (id, queue, problem, how) in refusals {
+            errors_out.append(refused(py, id, &queue, problem, how).into_value(py))?;
+        }
+        let Some((taken, values)) = found else {
             return Ok((jobs_out, errors_out));
         };
         let core: Py<CacheCore> = slf.clone().unbind();
-        for (job, decoded) in taken.into_iter().zip(decided.values) {
+        for (job, decoded) in taken.into_iter().zip(values) {
             let value = match (decoded, job.value) {
                 (Some(obj), _) => obj,
                 (None, Ok(stored)) => plain(py, stored, pickle)?,
@@ -599,9 +662,6 @@ impl CacheCore {
                 core: core.clone_ref(py),
             };
             jobs_out.append(Py::new(py, held)?)?;
-        }
-        for (id, queue, problem, buried) in decided.refused {
-            errors_out.append(refused(py, id, &queue, problem, buried).into_value(py))?;
         }
         Ok((jobs_out, errors_out))
     }

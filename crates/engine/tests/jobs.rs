@@ -354,34 +354,129 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 fn a_take_decides_each_job_inside_its_transaction() {
     use diskcache_oxide_engine::TakeVerdict;
     let (_d, cache) = open();
-    let left = put(&cache, "q", 1);
+    let passed = put(&cache, "q", 1);
     let buried = put(&cache, "q", 2);
     let taken = put(&cache, "q", 3);
     let mut seen = Vec::new();
-    let jobs = cache
+    let before = now();
+    let got = cache
         .jobs()
-        .take_deciding(&["q"], 30.0, 3, &mut |job| {
+        .take_deciding(&["q"], 30.0, 1, &mut |job| {
             // The job is offered with the attempt and lease number a take would give it.
             seen.push((job.id, job.attempts, job.lease));
             match job.value {
-                Ok(StoredValue::Int(1)) => TakeVerdict::Leave,
+                Ok(StoredValue::Int(1)) => TakeVerdict::Pass("cannot read it here".into()),
                 Ok(StoredValue::Int(2)) => TakeVerdict::Bury("damaged value: test".into()),
                 _ => TakeVerdict::Take,
             }
         })
         .unwrap();
-    assert_eq!(seen, vec![(left, 1, 1), (buried, 1, 1), (taken, 1, 1)]);
-    assert_eq!(jobs.iter().map(|j| j.id).collect::<Vec<_>>(), vec![taken]);
-    let left_info = cache.jobs().info(left).unwrap().unwrap();
+    // n = 1, and the first two due jobs were not takeable: the take went on past them.
+    assert_eq!(seen, vec![(passed, 1, 1), (buried, 1, 1), (taken, 1, 1)]);
     assert_eq!(
-        (left_info.state, left_info.attempts),
-        (JobState::Ready, 0),
-        "a job left alone is ready, its attempt not counted"
+        got.jobs.iter().map(|j| j.id).collect::<Vec<_>>(),
+        vec![taken]
+    );
+    assert!(!got.more);
+    let info = cache.jobs().info(passed).unwrap().unwrap();
+    assert_eq!(
+        (info.state, info.attempts, info.error.as_deref()),
+        (JobState::Ready, 1, Some("cannot read it here")),
+        "a pass is counted and its reason kept"
+    );
+    assert!(
+        info.due >= before + 1.0,
+        "a job passed over waits a pass delay before it is offered again"
     );
     let dead = cache.jobs().info(buried).unwrap().unwrap();
     assert_eq!(dead.state, JobState::Dead);
     assert_eq!(dead.error.as_deref(), Some("damaged value: test"));
-    assert!(cache.jobs().finish(taken, jobs[0].lease).unwrap());
+    assert!(cache.jobs().finish(taken, got.jobs[0].lease).unwrap());
+}
+
+#[test]
+fn a_job_passed_over_until_its_attempts_are_used_is_dead() {
+    use diskcache_oxide_engine::TakeVerdict;
+    let (_d, cache) = open();
+    let options = JobOptions {
+        max_attempts: 2,
+        ..JobOptions::default()
+    };
+    let id = cache
+        .jobs()
+        .put("q", ValueRef::Int(7), &options)
+        .unwrap()
+        .id();
+    for pass in 1..=2u32 {
+        // Make it due again at once instead of waiting out the pass delay.
+        if pass > 1 {
+            assert!(cache.jobs().info(id).unwrap().unwrap().state == JobState::Ready);
+            set_due_now(&cache, id);
+        }
+        let got = cache
+            .jobs()
+            .take_deciding(&["q"], 30.0, 1, &mut |_| {
+                TakeVerdict::Pass(format!("pass {pass}"))
+            })
+            .unwrap();
+        assert!(got.jobs.is_empty());
+    }
+    let info = cache.jobs().info(id).unwrap().unwrap();
+    assert_eq!(
+        (info.state, info.attempts, info.error.as_deref()),
+        (JobState::Dead, 2, Some("pass 2"))
+    );
+}
+
+#[test]
+fn a_backlog_of_passes_is_taken_in_bounded_steps() {
+    use diskcache_oxide_engine::{TakeVerdict, PASSES_PER_TAKE};
+    let (_d, cache) = open();
+    let backlog = PASSES_PER_TAKE + 10;
+    for _ in 0..backlog {
+        put(&cache, "q", 0);
+    }
+    let good = put(&cache, "q", 1);
+    let mut decide = |job: &diskcache_oxide_engine::Job| match job.value {
+        Ok(StoredValue::Int(1)) => TakeVerdict::Take,
+        _ => TakeVerdict::Pass("not here".into()),
+    };
+    let first = cache
+        .jobs()
+        .take_deciding(&["q"], 30.0, 1, &mut decide)
+        .unwrap();
+    assert!(first.jobs.is_empty());
+    assert!(
+        first.more,
+        "it stopped after PASSES_PER_TAKE passes and says so"
+    );
+    let second = cache
+        .jobs()
+        .take_deciding(&["q"], 30.0, 1, &mut decide)
+        .unwrap();
+    assert_eq!(
+        second.jobs.iter().map(|j| j.id).collect::<Vec<_>>(),
+        vec![good]
+    );
+    assert!(!second.more);
+}
+
+#[test]
+fn the_pass_delay_doubles_up_to_a_lease() {
+    use diskcache_oxide_engine::pass_delay;
+    assert_eq!(pass_delay(1, 60.0), 1.0);
+    assert_eq!(pass_delay(2, 60.0), 2.0);
+    assert_eq!(pass_delay(4, 60.0), 8.0);
+    assert_eq!(pass_delay(10, 60.0), 60.0);
+    assert_eq!(pass_delay(u32::MAX, 60.0), 60.0);
+    assert_eq!(pass_delay(3, 0.0), 1.0, "never under a second");
+}
+
+fn set_due_now(cache: &Cache, id: i64) {
+    let db = rusqlite::Connection::open(cache.directory().join("cache.db")).unwrap();
+    db.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
+    db.execute("UPDATE jobs SET due = 0 WHERE id = ?1", [id])
+        .unwrap();
 }
 
 #[test]
@@ -417,4 +512,11 @@ fn an_operator_lists_buries_and_purges_jobs() {
     assert_eq!(dead.len(), 2);
     assert_eq!(cache.jobs().purge_dead("mail").unwrap(), 2);
     assert!(cache.jobs().list("mail", None, 0, 10).unwrap().is_empty());
+}
+
+fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
 }
