@@ -106,3 +106,48 @@ def test_allowed_hosts() -> None:
     assert "localhost" in allowed_hosts("127.0.0.1") and "*" not in allowed_hosts("127.0.0.1")
     assert allowed_hosts("0.0.0.0") == ["*"]
     assert allowed_hosts("192.0.2.7")[0] == "192.0.2.7"
+
+
+def test_no_other_site_may_frame_any_answer(client: TestClient, filled: Filled) -> None:
+    # Clickjacking: a page on another origin framed the dashboard and a click in the frame
+    # buried a job. Every answer, refusals and static files too, forbids framing.
+    for answer in (
+        client.get("/"),
+        client.get("/api/state"),
+        client.get("/static/dashboard.js"),
+        client.post(f"/api/jobs/{filled.ready}/bury"),
+    ):
+        assert answer.headers["x-frame-options"] == "DENY"
+        assert "frame-ancestors 'none'" in answer.headers["content-security-policy"]
+        assert answer.headers["x-content-type-options"] == "nosniff"
+
+
+def test_a_job_id_out_of_range_is_not_found(acting: tuple[TestClient, str]) -> None:
+    client, token = acting
+    headers = {"X-Dashboard-Token": token}
+    for job_id in ("99999999999999999999999", str(2**63)):
+        answer = client.post(f"/api/jobs/{job_id}/bury", headers=headers)
+        assert answer.status_code == 404 and "no job" in answer.json()["error"]
+
+
+def test_the_read_only_state_carries_no_claim_tokens(
+    client: TestClient, acting: tuple[TestClient, str], filled: Filled
+) -> None:
+    read_only = client.get("/api/state")
+    assert filled.claim_token not in read_only.text
+    assert filled.claim_token not in client.get("/").text
+    assert all("token" not in claim for claim in read_only.json()["claims"])
+    acting_client, _ = acting
+    assert acting_client.get("/api/state").json()["claims"][0]["token"] == filled.claim_token
+
+
+def test_a_directory_deleted_while_serving_is_reported(filled: Filled) -> None:
+    import shutil
+
+    with TestClient(create_app(filled.directory), **HOST) as client:
+        assert client.get("/api/state").status_code == 200
+        shutil.rmtree(filled.directory)
+        answer = client.get("/api/state")
+        assert answer.status_code == 410 and "is gone" in answer.json()["error"]
+        page = client.get("/")
+        assert page.status_code == 410 and "is gone" in page.text

@@ -219,7 +219,16 @@ def test_actions_with_the_flag(page: Any, filled: Filled, serve: Any, artifacts:
         assert retried is not None and retried.state == "ready" and retried.attempts == 0
     # Bury a queued job: it moves to the dead letters, with the reason as its error.
     ready = job_row(page, "mail", "ready", filled.ready)
+    # The page asks first; dismissed, nothing is buried.
     click(page, f"{ready} button.bury")
+    wait_for("the confirmation", lambda: page.switch_to.alert)
+    page.switch_to.alert.dismiss()
+    with admin.open_cache(filled.directory) as cache:
+        kept = admin.job(cache, filled.ready)
+        assert kept is not None and kept.state == "ready"
+    click(page, f"{ready} button.bury")
+    wait_for("the confirmation", lambda: page.switch_to.alert)
+    page.switch_to.alert.accept()
     buried = job_row(page, "mail", "dead", filled.ready)
     wait_for("the job to be dead", lambda: all_css(page, buried))
     assert text(page, f"{buried} .error") == "buried from the dashboard"
@@ -236,3 +245,43 @@ def test_actions_with_the_flag(page: Any, filled: Filled, serve: Any, artifacts:
     with admin.open_cache(filled.directory) as cache:
         assert admin.job(cache, filled.ready) is None
         assert admin.info(cache)["jobs"]["mail"]["dead"] == 0
+
+
+def test_another_site_cannot_frame_the_dashboard(page: Any, filled: Filled, serve: Any) -> None:
+    # Clickjacking: a page on another origin (another port) frames the dashboard running with
+    # --allow-actions, hoping the operator clicks inside the frame. The browser must refuse to
+    # show the dashboard in the frame at all, so there is nothing to click.
+    import http.server
+    import threading
+
+    from selenium.webdriver.common.by import By
+
+    server = serve(filled.directory, "--allow-actions")
+    framing = f'<html><body><iframe id="f" src="{server.url}" width="900" height="700"></iframe>'
+
+    class Attacker(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(framing.encode())
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    attacker = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Attacker)
+    threading.Thread(target=attacker.serve_forever, daemon=True).start()
+    try:
+        page.get(f"http://127.0.0.1:{attacker.server_address[1]}/")
+        time.sleep(1.5)  # the frame's load, refused or not
+        page.switch_to.frame(page.find_element(By.ID, "f"))
+        try:
+            assert page.find_elements(By.CSS_SELECTOR, "#dashboard") == []
+            assert page.find_elements(By.CSS_SELECTOR, "button.bury") == []
+        finally:
+            page.switch_to.default_content()
+    finally:
+        attacker.shutdown()
+    with admin.open_cache(filled.directory) as cache:
+        row = admin.job(cache, filled.ready)
+        assert row is not None and row.state == "ready"

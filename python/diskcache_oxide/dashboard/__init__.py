@@ -35,6 +35,16 @@ __all__ = ["allowed_hosts", "create_app", "serve", "snapshot"]
 
 HERE = Path(__file__).resolve().parent
 TOKEN_HEADER = "X-Dashboard-Token"
+#: Sent with every response: no other site may frame the page (a click inside a frame would
+#: be the operator's click: clickjacking), nor make the browser guess a file's type.
+SECURITY_HEADERS = {
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+#: The largest job id (SQLite's rowid is a signed 64-bit integer).
+_MAX_JOB_ID = 2**63 - 1
 ACTIONS_OFF = "actions are off: start the dashboard with --allow-actions to use them"
 
 
@@ -90,7 +100,19 @@ def create_app(
     def state() -> dict[str, Any]:
         return snapshot(reader, limit=limit, actions=allow_actions)
 
+    def gone() -> str | None:
+        # A handle keeps reading a deleted directory's open files, so ask the file system.
+        if not os.path.isfile(os.path.join(path, "cache.db")):
+            return (
+                f"the cache directory {path} is gone (deleted or moved) since the dashboard "
+                "started; restart it on the directory's new path"
+            )
+        return None
+
     def page(request: Request) -> Response:
+        missing = gone()
+        if missing is not None:
+            return Response(missing + "\n", status_code=410, media_type="text/plain")
         return templates.TemplateResponse(
             request,
             "index.html",
@@ -104,6 +126,9 @@ def create_app(
         )
 
     def api_state(request: Request) -> Response:
+        missing = gone()
+        if missing is not None:
+            return JSONResponse({"error": missing}, status_code=410)
         return JSONResponse(state(), headers={"Cache-Control": "no-store"})
 
     def refused(request: Request) -> Response | None:
@@ -125,7 +150,7 @@ def create_app(
                 return answer
             assert writer is not None
             job_id: int = request.path_params["job_id"]
-            row = admin.job(writer, job_id)
+            row = admin.job(writer, job_id) if 0 <= job_id <= _MAX_JOB_ID else None
             if row is None:
                 return JSONResponse({"error": f"no job {job_id}"}, status_code=404)
             if not act(job_id):
@@ -188,9 +213,31 @@ def create_app(
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     middleware = [
-        Middleware(TrustedHostMiddleware, allowed_hosts=hosts or allowed_hosts("127.0.0.1"))
+        Middleware(_SecurityHeaders),
+        Middleware(TrustedHostMiddleware, allowed_hosts=hosts or allowed_hosts("127.0.0.1")),
     ]
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+
+
+class _SecurityHeaders:
+    """ASGI middleware adding :data:`SECURITY_HEADERS` to every response, refusals and static
+    files included."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        extra = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+
+        async def sending(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *extra]
+            await send(message)
+
+        await self.app(scope, receive, sending)
 
 
 def serve(

@@ -50,5 +50,14 @@ def snapshot(cache: Cache, *, limit: int = 50, actions: bool = False) -> dict[st
         "settings": info["settings"],
         "queues": info["queues"],
         "job_queues": job_queues,
-        "claims": [asdict(row) for row in admin.claims(cache)],
+        "claims": [_claim(row, actions) for row in admin.claims(cache)],
     }
+
+
+def _claim(row: admin.ClaimRow, actions: bool) -> dict[str, Any]:
+    # A claim's token is what lets its holder release or extend it: a read-only page, which
+    # anyone who can reach the port may load, does not carry it.
+    shown = asdict(row)
+    if not actions:
+        shown.pop("token", None)
+    return shown

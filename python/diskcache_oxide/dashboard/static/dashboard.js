@@ -218,6 +218,12 @@
   async function poll() {
     try {
       const response = await fetch("api/state", { cache: "no-store" });
+      if (response.status === 410) {
+        // The directory is gone: say so, instead of showing its last state as live.
+        notice((await response.json()).error, true);
+        showLive(false);
+        return;
+      }
       if (!response.ok) throw new Error("HTTP " + response.status);
       draw(await response.json());
       lastOk = Date.now();
@@ -244,6 +250,8 @@
       url = "api/purge";
       body = JSON.stringify({ queue: data.queue });
     } else {
+      if (action === "bury" &&
+          !window.confirm("Bury job " + data.jobId + "? It goes to the dead letters; its worker loses it.")) return;
       url = "api/jobs/" + encodeURIComponent(data.jobId) + "/" + action;
     }
     try {
