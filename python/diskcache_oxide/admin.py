@@ -13,11 +13,13 @@ import itertools
 import os
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from .claims import ClaimInfo
 from .core import DEFAULT_SETTINGS, Cache
+from .errors import CacheError, DecodeError
 from .jobs import JobInfo, JobQueue
 
 __all__ = [
@@ -128,13 +130,20 @@ def queue(cache: Cache, prefix: str | None) -> QueueRow:
 
 
 class Unreadable:
-    """Stands for a stored value this process cannot decode (a pickle on a handle opened
-    without ``pickle=True``, an unregistered type, damaged bytes): listed, never raised."""
+    """Stands for a stored value or key this process cannot decode (a pickle on a handle
+    opened without ``pickle=True``, an unregistered type, a decoder that raises, damaged
+    bytes): listed, never raised. ``reason`` is the error's class, ``message`` the error
+    itself, ``what`` ``"value"`` or ``"key"``."""
 
-    def __init__(self, error: BaseException) -> None:
+    def __init__(self, error: BaseException, what: Literal["value", "key"] = "value") -> None:
         self.reason = type(error).__name__
+        self.message = f"{self.reason}: {error}" if str(error) else self.reason
+        self.what = what
 
     def __repr__(self) -> str:
+        # A value keeps the form the CLI and the dashboard have always shown.
+        if self.what == "key":
+            return f"<unreadable key: {self.reason}>"
         return f"<unreadable: {self.reason}>"
 
 
@@ -151,15 +160,51 @@ class QueueItem:
 _INT_QUEUE_MAX = 999_999_999_999_999
 
 
+def _readable_keys(cache: Cache, keys: Iterator[Any]) -> Iterator[Any]:
+    # The keys of the binding's key iterator, an Unreadable(key) for each it cannot decode.
+    # The iterator takes a key off its page before decoding it, so after a decode error
+    # the next call goes on with the following key (crates/binding/src/iter.rs; tests/cli
+    # covers it). An error of the database itself (a CacheError other than a DecodeError)
+    # comes from reading a page and is raised: the next call would fail the same way.
+    raised = 0  # errors in a row that are neither
+    bound: int | None = None
+    while True:
+        try:
+            key = next(keys)
+        except StopIteration:
+            return
+        except DecodeError as error:
+            yield Unreadable(error, "key")
+        except CacheError:
+            raise
+        except Exception as error:  # a registered type's decoder raised: listed too
+            # Each such error used one key up, so more in a row than the cache holds
+            # would mean that something else fails, and would fail for ever.
+            raised += 1
+            if bound is None:
+                bound = len(cache) + 100
+            if raised > bound:
+                raise
+            yield Unreadable(error, "key")
+        else:
+            raised = 0
+            yield key
+
+
 def _queue_keys(cache: Cache, prefix: str | None) -> list[str | int]:
     # The keys of the queue's shape (a full scan of the keys, as queues() is), in queue order.
+    # A key this process cannot decode is in no queue (a queue's keys are ints and strs).
     if prefix is None:
         return sorted(
-            key for key in cache.iterkeys() if type(key) is int and 0 <= key <= _INT_QUEUE_MAX
+            key
+            for key in _readable_keys(cache, cache.iterkeys())
+            if type(key) is int and 0 <= key <= _INT_QUEUE_MAX
         )
     shape = re.compile(re.escape(prefix) + r"-[0-9]{15}")
     return sorted(
-        key for key in cache.iterkeys(prefix=prefix) if type(key) is str and shape.fullmatch(key)
+        key
+        for key in _readable_keys(cache, cache.iterkeys(prefix=prefix))
+        if type(key) is str and shape.fullmatch(key)
     )
 
 
@@ -182,8 +227,10 @@ def queue_items(cache: Cache, prefix: str | None, *, limit: int = 100) -> list[Q
 
 def keys(cache: Cache, *, prefix: str | None = None, limit: int | None = 100) -> list[Any]:
     """The cache's keys in the order the cache iterates them (of the str keys starting with
-    ``prefix``, if given), at most ``limit`` (None: all)."""
-    return list(itertools.islice(cache.iterkeys(prefix=prefix), limit))
+    ``prefix``, if given), at most ``limit`` (None: all). A key this process cannot decode
+    (a pickle on a handle opened without ``pickle=True``, an unregistered type) is listed
+    as an :class:`Unreadable` (``<unreadable key: ...>``), and the keys after it follow."""
+    return list(itertools.islice(_readable_keys(cache, cache.iterkeys(prefix=prefix)), limit))
 
 
 def job_queues(cache: Cache) -> list[str]:

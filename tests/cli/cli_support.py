@@ -81,3 +81,60 @@ def digest(directory: Path) -> dict[str, str]:
         if path.is_file():
             found[str(path.relative_to(directory))] = hashlib.sha256(path.read_bytes()).hexdigest()
     return found
+
+
+def in_terminal(*args: object, columns: int = 250, timeout: float = 60) -> tuple[int, bytes]:
+    """Run the console script with ``args`` on a pseudo-terminal of ``columns`` columns, as
+    a user at a terminal runs it: its exit status and every byte it sent to the terminal
+    (stdout and stderr both; the terminal turns each newline into CR LF)."""
+    import fcntl
+    import os
+    import select
+    import struct
+    import subprocess
+    import termios
+    import time
+
+    if not SCRIPT.exists():
+        import pytest
+
+        pytest.skip(f"no console script at {SCRIPT}: run `maturin develop` (make build)")
+    master, slave = os.openpty()
+    # A wide terminal, so that rich folds no line of the tables in the middle of the text
+    # the tests look for.
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
+    env["TERM"] = "xterm-256color"
+    proc = subprocess.Popen(
+        [str(SCRIPT), *map(str, args)],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        cwd="/",
+        close_fds=True,
+    )
+    os.close(slave)
+    received = bytearray()
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if not ready:
+                if proc.poll() is not None:
+                    break
+                continue
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the process exited and closed its end
+                break
+            if not chunk:
+                break
+            received += chunk
+        status = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    return status, bytes(received)

@@ -3,13 +3,15 @@ directory, in plain and --json output, and that none of them changes a byte of i
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cli_support import Filled, Run, digest
-from diskcache_oxide import Cache
+from diskcache_oxide import Cache, JobQueue, register_type, unregister_type
 
 
 def test_info_json_counts_every_part(filled: Filled, run_json: Any) -> None:
@@ -237,3 +239,119 @@ def test_a_pickled_value_is_listed_never_loaded(tmp_path: Path, run: Run, run_js
     result = run("get", directory, "obj")
     assert result.exit_code == 1 and len(result.stderr.splitlines()) == 1
     assert "pickle" in result.stderr
+
+
+def _no_constants(name: str) -> Any:
+    raise AssertionError(f"not JSON: {name}")
+
+
+def test_json_is_strict_for_floats_json_cannot_hold(tmp_path: Path, run: Run) -> None:
+    # inf, -inf and nan are written as the strings "inf", "-inf" and "nan" (never as
+    # Infinity or NaN, which are not JSON): here an expire time of inf, a value and a tag.
+    with Cache(str(tmp_path / "c")) as cache:
+        cache.set("forever", 1, expire=float("inf"))
+        cache.set("odd", [float("nan"), float("-inf")], tag=float("inf"))
+    result = run("get", tmp_path / "c", "forever", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout, parse_constant=_no_constants)
+    assert data["expire_time"] == "inf"
+    result = run("get", tmp_path / "c", "odd", "--json")
+    data = json.loads(result.stdout, parse_constant=_no_constants)
+    assert data["value"]["json"] == ["nan", "-inf"] and data["tag"] == "inf"
+    assert data["value"]["repr"] == "[nan, -inf]"
+
+
+class Point:
+    """A type registered with register_type for the tests of unreadable keys."""
+
+    def __init__(self, x: int) -> None:
+        self.x = x
+
+
+def test_keys_lists_an_unreadable_key_and_goes_on(tmp_path: Path, run: Run, run_json: Any) -> None:
+    # A key only pickle can store, in a directory the CLI opens in the safe mode, and a key
+    # whose type this process has not registered: each is listed as unreadable, and the
+    # keys after it are listed too.
+    directory = tmp_path / "p"
+    with Cache(str(directory), pickle=True, eviction_policy="none") as cache:
+        cache["a"] = 1
+        cache[Custom()] = 2
+        cache.push("first int item")
+        cache["z"] = 3
+        register_type(Point, "test-point", lambda p: p.x, Point)
+        try:
+            cache[("p", Point(1))] = 4
+        finally:
+            unregister_type(Point)
+    result = run("keys", directory, "--limit", 0)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert {"'a'", "'z'", "500000000000000"} <= set(lines)
+    assert "<unreadable key: UnsafeValueError>" in lines
+    assert "<unreadable key: UnknownTypeError>" in lines
+    assert len(lines) == 5
+    described = run_json("keys", directory, "--limit", 0)
+    unreadable = [k for k in described if k.get("unreadable")]
+    assert len(unreadable) == 2
+    assert all(k["json"] is None and k["type"] is None for k in unreadable)
+    assert any("pickle" in k["unreadable"] for k in unreadable)
+    # The queue of int keys scans every key: it lists its item past the unreadable ones.
+    (item,) = run_json("queue", directory, "-", "ls")
+    assert item["value"]["json"] == "first int item"
+
+
+def test_keys_lists_a_key_whose_decoder_raises(tmp_path: Path, run: Run) -> None:
+    # A registered type whose decode raises (a bug in the app, or data it no longer reads).
+    directory = tmp_path / "d"
+    register_type(Point, "test-point", lambda p: p.x, Point)
+    try:
+        with Cache(str(directory)) as cache:
+            cache["a"] = 1
+            cache[("p", Point(1))] = 2
+            cache["z"] = 3
+    finally:
+        unregister_type(Point)
+
+    def refuse(x: int) -> Point:
+        raise ValueError(f"no point {x}")
+
+    register_type(Point, "test-point", lambda p: p.x, refuse)
+    try:
+        result = run("keys", directory)
+    finally:
+        unregister_type(Point)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == ["'a'", "'z'", "<unreadable key: ValueError>"]
+
+
+def _squash(text: str) -> str:
+    # A table's text without its folds, padding and rules, to find a long cell in it.
+    return re.sub(r"[\s│┃━╇]+", "", text)
+
+
+def test_jobs_ls_cuts_the_error_and_show_has_it_whole(tmp_path: Path, run: Run) -> None:
+    # The error a worker records when it passes over a job it cannot decode (D-047): long,
+    # so ls shows its start, cut, and show shows all of it.
+    directory = tmp_path / "w"
+    with Cache(str(directory), pickle=True) as cache:
+        job_id = JobQueue(cache, "work").put(Custom())
+    with Cache(str(directory)) as cache:
+        assert JobQueue(cache, "work").take() is None
+        info = JobQueue(cache, "work").get(job_id)
+    assert info is not None
+    error = info.error
+    assert error is not None and "cannot decode" in error and len(error) > 100
+    listed = run("jobs", directory, "work", "ls")
+    assert listed.exit_code == 0, listed.output
+    assert _squash(error[:60]) in _squash(listed.stdout)
+    assert _squash(error) not in _squash(listed.stdout)
+    assert "…" in listed.stdout
+    shown = run("jobs", directory, "work", "show", job_id)
+    assert shown.exit_code == 0, shown.output
+    assert _squash(error) in _squash(shown.stdout)
+
+
+def test_help_says_what_reading_writes(run: Run) -> None:
+    # SQLite updates the -shm file of a database a writer has open, even for a reader.
+    text = " ".join(run("--help").stdout.split())
+    assert "-shm" in text and "a byte" not in text

@@ -8,13 +8,15 @@ call them. click is imported inside it (see the package's docstring).
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import __version__, admin
 from ..errors import CacheError
-from ._output import Failure, Out, age, describe, jsonable, parse_key, size
+from ._output import Failure, Out, age, describe, jsonable, parse_key, shown, size
 
 if TYPE_CHECKING:
     import click
@@ -98,7 +100,9 @@ def get(out: Out, directory: str, key: Any) -> None:
             }
         )
     elif isinstance(value, str):
-        out.line(value)
+        # The value is the whole output, so its lines and tabs are kept; every other
+        # control character is escaped (see shown()).
+        out.line(value, keep="\n\t")
     else:
         out.line(repr(value))
 
@@ -148,6 +152,16 @@ def vacuum(out: Out, directory: str) -> None:
 # ---- the click declarations -----------------------------------------------------------------
 
 
+def _silence_stdout() -> None:
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (click's CliRunner): nothing to do
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
 def json_option(func: F) -> F:
     import click
 
@@ -181,12 +195,18 @@ def build_group() -> click.Group:
         def invoke(self, ctx: click.Context) -> Any:
             try:
                 return super().invoke(ctx)
+            except BrokenPipeError:
+                # The reader went away (`| head`): stop quietly with 1, as rich does, and
+                # point stdout at /dev/null so that the flush at exit fails no more.
+                _silence_stdout()
+                raise SystemExit(1) from None
             except Failure as failure:
                 if failure.code == 2:
                     raise UsageError(failure.message) from None
                 raise Error(failure.message) from None
             except (CacheError, OSError) as error:
-                raise Error(str(error) or type(error).__name__) from None
+                # A path or a name in the message may come from the directory.
+                raise Error(shown(str(error) or type(error).__name__)) from None
 
     @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
     @click.version_option(__version__, prog_name="diskcache-oxide")
@@ -195,10 +215,14 @@ def build_group() -> click.Group:
         claims; check, repair and vacuum it; migrate a python-diskcache directory; serve a
         live dashboard.
 
-        Every command only reads (the directory is opened read-only) unless its name says it
-        changes something: jobs retry/bury/purge, claims release, check --fix, vacuum,
-        migrate. Exit status: 0 done, 1 failed or not found (or a check found problems),
-        2 bad usage.
+        Every command only reads unless its name says it changes something: jobs
+        retry/bury/purge, claims release, check --fix, vacuum, migrate. A reading command
+        opens the directory read-only and changes none of its data; but while another
+        process has the cache open, SQLite records the reader in cache.db-shm (the index
+        of its write-ahead log), and may create that file. Text from the directory is
+        printed with its control characters escaped as a Python repr writes them; --json
+        prints strict JSON. Exit status: 0 done, 1 failed or not found (or a check found
+        problems), 2 bad usage.
         """
 
     @group.command("info")
@@ -216,7 +240,11 @@ def build_group() -> click.Group:
     )
     @json_option
     def keys_command(directory: str, prefix: str | None, limit: int, as_json: bool) -> None:
-        """The cache's keys, one per line, as Python literals (what `get --literal` takes)."""
+        """The cache's keys, one per line, as Python literals (what `get --literal` takes).
+
+        A key this process cannot decode (a pickle, an unregistered type) is listed as
+        <unreadable key: ERROR>, and the keys after it follow.
+        """
         keys(Out(as_json), directory, prefix, limit)
 
     @group.command("get", epilog=KEY_HELP)
@@ -227,7 +255,8 @@ def build_group() -> click.Group:
     def get_command(directory: str, key: str, as_int: bool, literal: bool, as_json: bool) -> None:
         """Print the value stored at KEY (a str as it is, anything else as its repr).
 
-        Exits 1 if there is no such key. Pickled values are never loaded.
+        Control characters but newlines and tabs are escaped, as everywhere (--json: the
+        exact value). Exits 1 if there is no such key. Pickled values are never loaded.
         """
         get(Out(as_json), directory, parse_key(key, as_int=as_int, literal=literal))
 

@@ -1,5 +1,12 @@
 """How the commands print: rich tables for a person, JSON with ``--json`` for a program, and
-one line on stderr for an error. rich is imported when something is printed, not here."""
+one line on stderr for an error. rich is imported when something is printed, not here.
+
+Everything a command prints goes through :class:`Out` (stdout) or :class:`Failure` (stderr),
+and both pass text through :func:`shown`: the directory is written by other processes, and
+text in it (a value, a queue's or job queue's name, a job's error, a claim's host) must not
+be able to drive the terminal it is printed on (an OSC 52 clipboard write, a screen clear,
+hidden text). ``--json`` output goes through :func:`to_json`, which writes strict JSON.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +14,80 @@ import ast
 import datetime as dt
 import json
 import math
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..admin import Unreadable
+
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["Failure", "Out", "age", "describe", "jsonable", "parse_key", "size"]
+__all__ = [
+    "ERROR_WIDTH",
+    "Failure",
+    "Out",
+    "age",
+    "cut",
+    "describe",
+    "jsonable",
+    "parse_key",
+    "shown",
+    "size",
+    "to_json",
+]
+
+#: The C0 controls, DEL and the C1 controls: the characters a terminal acts on (ESC starts
+#: every escape sequence, U+009B is CSI on its own) instead of showing.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+#: How :func:`shown` writes them: as a Python repr does, so ``\x1b``, ``\x9b``, ``\x7f``.
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+#: DEL and the C1 controls, which JSON may hold as they are but a terminal acts on.
+_JSON_RAW = re.compile(r"[\x7f-\x9f]")
+
+#: How many characters of a job's error ``jobs ls`` shows (``jobs show`` shows it all).
+ERROR_WIDTH = 80
+
+
+def shown(text: object, keep: str = "") -> str:
+    r"""``text`` (``str()`` of it) as it may be printed on a terminal: every C0 and C1
+    control character and DEL escaped as a repr escapes it (``\x1b``, ``\n``, ``\x9b``),
+    except those in ``keep`` (``get`` keeps a value's newlines and tabs). A backslash is
+    left as it is, so this is for a person to read: ``--json`` and ``repr`` are exact."""
+    text = str(text)
+
+    def escape(match: re.Match[str]) -> str:
+        char = match.group()
+        if char in keep:
+            return char
+        return _ESCAPES.get(char) or f"\\x{ord(char):02x}"
+
+    return _CONTROL.sub(escape, text)
+
+
+def cut(text: object, width: int) -> str:
+    """:func:`shown` ``text``, cut to ``width`` characters with an ellipsis (for a listing's
+    column; escaping first, so that the cut counts what is printed)."""
+    escaped = shown(text)
+    return escaped if len(escaped) <= width else escaped[: width - 1] + "…"
+
+
+def to_json(data: Any) -> str:
+    r"""``data`` as strict JSON, indented by 2: what every ``--json`` prints.
+
+    Through :func:`jsonable` first, so a float JSON cannot hold (an expire time of inf, a
+    nan value) is the string ``"inf"``, ``"-inf"`` or ``"nan"``, a tuple an array and an
+    object JSON has no form for its repr; ``allow_nan=False`` makes sure nothing else
+    slips out as ``Infinity`` or ``NaN``. Text stays readable (not ``\u`` escaped), except
+    DEL and the C1 controls, which are written ``\u007f`` to ``\u009f`` (JSON already
+    escapes the C0 controls) so that JSON printed on a terminal cannot drive it either.
+    """
+    text = json.dumps(jsonable(data), indent=2, ensure_ascii=False, allow_nan=False)
+    # Safe on the whole document: outside its strings, JSON is printable ASCII.
+    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 class Failure(Exception):
@@ -23,7 +96,7 @@ class Failure(Exception):
 
     def __init__(self, message: str, code: int = 1) -> None:
         super().__init__(message)
-        self.message = message
+        self.message = shown(message)  # it may quote a name from the directory
         self.code = code
 
 
@@ -67,7 +140,10 @@ def jsonable(value: Any, depth: int = 0) -> Any:
 
 def describe(value: Any) -> dict[str, Any]:
     """A key or value for ``--json``: its JSON form, its type and its repr (exact; what
-    ``--literal`` reads back)."""
+    ``--literal`` reads back). One this process cannot decode (:class:`~..admin.Unreadable`)
+    has null for its JSON form and type, its placeholder as repr, and ``unreadable``: why."""
+    if isinstance(value, Unreadable):
+        return {"json": None, "type": None, "repr": repr(value), "unreadable": value.message}
     return {"json": jsonable(value), "type": type(value).__name__, "repr": repr(value)}
 
 
@@ -122,10 +198,14 @@ class Out:
         return self._console
 
     def json(self, data: Any) -> None:
-        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=repr) + "\n")
+        """Print ``data`` as strict JSON (:func:`to_json`): the whole of ``--json``'s output."""
+        sys.stdout.write(to_json(data) + "\n")
 
-    def line(self, text: str = "") -> None:
-        self.console.print(text, soft_wrap=True)
+    def line(self, text: object = "", *, keep: str = "") -> None:
+        """Print one line, :func:`shown` (``keep``: the control characters printed as they
+        are). Written as it is, not through rich: nothing in it is read as markup, and a
+        tab stays a tab (rich would expand it)."""
+        sys.stdout.write(shown(text, keep) + "\n")
 
     def table(
         self,
@@ -136,15 +216,24 @@ class Out:
         numeric: Sequence[str] = (),
         empty: str = "(none)",
     ) -> None:
+        """Print ``rows`` under ``columns`` (``numeric``: right-aligned), or ``empty`` if
+        there are none. Each cell is :func:`shown` and given to rich as plain Text."""
         from rich.table import Table
         from rich.text import Text
 
-        table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+        table = Table(
+            title=None if title is None else Text(shown(title)),
+            title_justify="left",
+            show_edge=False,
+            pad_edge=False,
+        )
         for name in columns:
-            table.add_column(name, justify="right" if name in numeric else "left", overflow="fold")
+            table.add_column(
+                Text(shown(name)), justify="right" if name in numeric else "left", overflow="fold"
+            )
         count = 0
         for row in rows:
-            table.add_row(*(Text("" if cell is None else str(cell)) for cell in row))
+            table.add_row(*(Text("" if cell is None else shown(cell)) for cell in row))
             count += 1
         if count == 0:
             if title:

@@ -10,7 +10,7 @@ from .. import admin
 from ..core import Cache
 from ..jobs import JobQueue
 from ._app import KEY_HELP, json_option, key_options
-from ._output import Failure, Out, age, describe, parse_key
+from ._output import ERROR_WIDTH, Failure, Out, age, cut, describe, parse_key, shown
 
 if TYPE_CHECKING:
     import click
@@ -55,7 +55,8 @@ def queue_peek(out: Out, directory: str, prefix: str | None) -> None:
     if out.as_json:
         out.json({"key": describe(item.key), "value": describe(item.value)})
     else:
-        out.line(f"{item.key!r}\t{item.value!r}")
+        # The tab is ours, between the two (a repr holds none): only it is kept raw.
+        out.line(f"{shown(repr(item.key))}\t{shown(repr(item.value))}", keep="\t")
 
 
 def queue_len(out: Out, directory: str, prefix: str | None) -> None:
@@ -115,7 +116,9 @@ def jobs_ls(
                 age(r.age),
                 _due(r),
                 age(r.lease_age),
-                r.error,
+                # Its start: a worker that passes a job over writes a long reason
+                # (D-047), which `jobs show` prints in full.
+                cut(r.error or "", ERROR_WIDTH),
                 r.value,
             )
             for r in rows
@@ -188,7 +191,8 @@ def jobs_purge(out: Out, directory: str, name: str, yes: bool) -> None:
         _known_queue(cache, directory, name)
         dead = JobQueue(cache, name).counts().dead
         if dead and not yes:
-            click.confirm(f"delete the {dead} dead jobs of {name!r}?", abort=True, err=True)
+            question = shown(f"delete the {dead} dead jobs of {name!r}?")
+            click.confirm(question, abort=True, err=True)
         purged = admin.purge_dead(cache, name)
     if out.as_json:
         out.json({"queue": name, "purged": purged})

@@ -56,7 +56,9 @@ def migrate(out: Out, src: str, dst: str, trusted: bool, pickle: bool) -> None:
         data["entries_per_second"] = report.entries_per_second
         out.json(jsonable_tree(data))
     else:
-        sys.stdout.write(report.summary() + "\n")
+        # The summary quotes the source's keys and the reasons they were skipped: its
+        # lines are kept, any other control character in them is escaped.
+        out.line(report.summary(), keep="\n")
 
 
 def jsonable_tree(data: Any) -> Any:
