@@ -28,7 +28,6 @@ import socket
 import sys
 import threading
 import time
-import warnings
 from collections.abc import Callable, Collection
 from types import TracebackType
 from typing import Any, Generic, Literal, NamedTuple, ParamSpec, Protocol, TypeVar, cast
@@ -106,32 +105,6 @@ def _timeout(value: object, name: str = "timeout") -> float:
     return seconds
 
 
-def _renamed(old: str, new: str, value: Any, current: Any) -> Any:
-    """The value of a keyword given under its old name (D-045), with a DeprecationWarning."""
-    if value is None:
-        return current
-    warnings.warn(
-        f"{old}= is now {new}= ({old} read as the value's lifetime; see D-045)",
-        DeprecationWarning,
-        stacklevel=_outside_the_package(),
-    )
-    return value
-
-
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-
-
-def _outside_the_package() -> int:
-    """The ``stacklevel`` of the first caller outside diskcache_oxide, so a warning names the
-    user's line whichever of the package's faces it came through."""
-    frame = sys._getframe(1)
-    level = 1
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
-        frame = frame.f_back  # type: ignore[assignment]
-        level += 1
-    return level
-
-
 _IF_COMPUTING = ("wait", "skip")
 
 
@@ -182,40 +155,23 @@ class Claims:
     def __repr__(self) -> str:
         return f"Claims({self._cache.directory!r}, namespace={self._namespace!r})"
 
-    def try_acquire(
-        self, key: Any, lease: float = LEASE, *, ttl: float | None = None
-    ) -> Claim | None:
+    def try_acquire(self, key: Any, lease: float = LEASE) -> Claim | None:
         """Take the claim on ``key`` for ``lease`` seconds if nobody holds it (a claim whose
-        lease ran out counts as free); None if it is held. Never waits.
-
-        :param ttl: the old name of ``lease`` (deprecated)
-        """
-        seconds = _lease(_renamed("ttl", "lease", ttl, lease))
+        lease ran out counts as free); None if it is held. Never waits."""
+        seconds = _lease(lease)
         token = secrets.token_hex(16)
         taken = self._cache._claim_acquire(
             self._namespace, key, seconds, token, socket.gethostname(), os.getpid()
         )
         return Claim(self, key, token, seconds) if taken else None
 
-    def acquire(
-        self,
-        key: Any,
-        lease: float = LEASE,
-        *,
-        timeout: float = 0.0,
-        ttl: float | None = None,
-        wait: float | None = None,
-    ) -> Claim | None:
+    def acquire(self, key: Any, lease: float = LEASE, *, timeout: float = 0.0) -> Claim | None:
         """Take the claim on ``key`` for ``lease`` seconds, waiting up to ``timeout`` seconds
         while someone else holds it; None if it could not be taken. The wait sleeps until the
         holder releases the claim or its lease runs out (polling only where the platform has
-        no directory watch).
-
-        :param ttl: the old name of ``lease``; ``wait``: the old name of ``timeout``
-            (deprecated)
-        """
-        seconds = _lease(_renamed("ttl", "lease", ttl, lease))
-        limit = _timeout(_renamed("wait", "timeout", wait, timeout))
+        no directory watch)."""
+        seconds = _lease(lease)
+        limit = _timeout(timeout)
         deadline = time.monotonic() + limit
         while True:
             claim = self.try_acquire(key, seconds)
@@ -226,22 +182,13 @@ class Claims:
                 return None
             self._cache._claim_wait(self._namespace, key, min(remaining, _WAIT_SLICE), False)
 
-    def hold(
-        self,
-        key: Any,
-        lease: float = LEASE,
-        *,
-        timeout: float = 0.0,
-        ttl: float | None = None,
-        wait: float | None = None,
-    ) -> Claim:
+    def hold(self, key: Any, lease: float = LEASE, *, timeout: float = 0.0) -> Claim:
         """Like :meth:`acquire`, but raises :class:`ClaimTimeout` instead of returning None;
         use the result in a ``with`` block to release it at the end."""
-        limit = _renamed("wait", "timeout", wait, timeout)
-        claim = self.acquire(key, _renamed("ttl", "lease", ttl, lease), timeout=limit)
+        claim = self.acquire(key, lease, timeout=timeout)
         if claim is None:
             raise ClaimTimeout(
-                f"the claim on {key!r} is held by another owner (waited {limit} s); "
+                f"the claim on {key!r} is held by another owner (waited {timeout} s); "
                 "holder() says who holds it"
             )
         return claim
@@ -256,12 +203,10 @@ class Claims:
         did, already released, or the lease ran out and another may have taken it)."""
         return self._cache._claim_release(self._namespace, key, token)
 
-    def extend(
-        self, key: Any, token: str, lease: float = LEASE, *, ttl: float | None = None
-    ) -> bool:
+    def extend(self, key: Any, token: str, lease: float = LEASE) -> bool:
         """Make the claim on ``key`` run out ``lease`` seconds from now if ``token`` owns it
         and its lease has not run out; False otherwise."""
-        seconds = _lease(_renamed("ttl", "lease", ttl, lease))
+        seconds = _lease(lease)
         return self._cache._claim_extend(self._namespace, key, token, seconds) is not None
 
     def owns(self, key: Any, token: str) -> bool:
@@ -303,11 +248,6 @@ class Claim:
     def claims(self) -> Claims:
         """The :class:`Claims` it was taken from (its cache directory and namespace)."""
         return self._claims
-
-    @property
-    def ttl(self) -> float:
-        """The old name of :attr:`lease`."""
-        return self.lease
 
     def __repr__(self) -> str:
         return f"Claim(key={self.key!r}, token={self.token!r}, lease={self.lease!r})"
@@ -406,8 +346,6 @@ def get_or_compute(
     tag: str | int | float | bytes | None = None,
     namespace: str = "default",
     if_computing: Literal["wait", "skip"] = "wait",
-    ttl: float | None = None,
-    wait: float | None = None,
     **kwargs: Any,
 ) -> R:
     """The value of ``key``, computed by ``fn(*args, **kwargs)`` once across threads, loops
@@ -429,16 +367,14 @@ def get_or_compute(
     :param if_computing: ``'skip'``: if another caller holds the claim, return
         :data:`COMPUTING` at once instead of waiting (a worker that leaves the key to the
         caller already computing it)
-    :param ttl: the old name of ``lease``; ``wait``: the old name of ``timeout`` (deprecated)
     :raises ClaimTimeout: if ``timeout`` passed without a value
 
     ``args`` and ``kwargs`` go to ``fn``; a keyword named like one of these options is taken
     as the option, so pass ``functools.partial(fn, expire=...)`` for such an argument.
     """
     compute = _sync_callable(fn)
-    seconds = _lease(_renamed("ttl", "lease", ttl, lease))
-    limit_given = _renamed("wait", "timeout", wait, timeout)
-    limit = None if limit_given is None else _timeout(limit_given)
+    seconds = _lease(lease)
+    limit = None if timeout is None else _timeout(timeout)
     mode = _if_computing(if_computing)
     claims = Claims(cache, namespace)
     deadline = None if limit is None else time.monotonic() + limit
@@ -517,8 +453,6 @@ def compute_once(
     name: str | None = None,
     typed: bool = False,
     ignore: Collection[int | str] = (),
-    ttl: float | None = None,
-    wait: float | None = None,
 ) -> Callable[[Callable[P, R]], ComputeOnce[P, R]]:
     """Decorator: like :meth:`Cache.memoize`, but each result is computed once across
     threads, loops and processes, through :func:`get_or_compute`.
@@ -527,8 +461,7 @@ def compute_once(
     worker that runs the module as ``python -m`` and a server that imports it share them;
     ``name=`` sets the name instead.
     """
-    seconds = _lease(_renamed("ttl", "lease", ttl, lease))
-    limit = _renamed("wait", "timeout", wait, timeout)
+    seconds = _lease(lease)
 
     def decorator(func: Callable[P, R]) -> ComputeOnce[P, R]:
         base = (stable_name(func),) if name is None else (name,)
@@ -543,7 +476,7 @@ def compute_once(
                 cache_key(*args, **kwargs),
                 functools.partial(func, *args, **kwargs),
                 lease=seconds,
-                timeout=limit,
+                timeout=timeout,
                 expire=expire,
                 tag=tag,
             )

@@ -1,4 +1,4 @@
-"""Claims with a TTL: owner tokens, expiry, takeover, visibility across threads/processes."""
+"""Claims with a lease: owner tokens, expiry, takeover, visibility across threads/processes."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 pytestmark = pytest.mark.oxide
 
 dc = pytest.importorskip("diskcache_oxide")
+from diskcache_oxide.aio import AsyncClaims, acompute_once  # noqa: E402
 from diskcache_oxide.claims import Claims  # noqa: E402
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -185,16 +186,28 @@ def test_a_waiter_for_a_claim_is_woken_by_its_release(cache: Any) -> None:
     assert time.monotonic() - started < 5
 
 
-def test_the_old_names_still_work_with_a_deprecation_warning(cache: Any) -> None:
+def test_the_old_names_ttl_and_wait_are_refused(cache: Any) -> None:
+    # D-045: removed before the first release, not kept as deprecated spellings.
     claims = Claims(cache)
-    with pytest.warns(DeprecationWarning, match="ttl= is now lease="):
-        claim = claims.try_acquire("k", ttl=10)
-    assert claim is not None and claim.lease == 10 and claim.ttl == 10
-    with pytest.warns(DeprecationWarning, match="wait= is now timeout="):
-        assert claims.acquire("k", lease=10, wait=0.01) is None
-
-
-def test_a_deprecation_warning_names_the_callers_line(cache: Any) -> None:
-    with pytest.warns(DeprecationWarning) as caught:
+    for call in (
+        lambda: claims.try_acquire("k", ttl=10),
+        lambda: claims.acquire("k", lease=10, wait=0.01),
+        lambda: claims.hold("k", ttl=10),
+        lambda: claims.extend("k", "token", ttl=10),
+        lambda: dc.compute_once(cache, ttl=10),
+        lambda: dc.compute_once(cache, wait=1),
+        lambda: AsyncClaims(cache).acquire("k", wait=0.01),
+        lambda: acompute_once(cache, ttl=10),
+    ):
+        with pytest.raises(TypeError, match="unexpected keyword argument '(ttl|wait)'"):
+            call()  # a coroutine function refuses them when called, before any await
+    assert claims.holder("k") is None, "no refused call took the claim"
+    claim = claims.try_acquire("k", lease=10)
+    assert claim is not None and not hasattr(claim, "ttl")
+    claim.release()
+    # get_or_compute passes keywords it does not know to fn, so ttl= is now fn's argument
+    # (and fn here has none).
+    with pytest.raises(TypeError, match="unexpected keyword argument 'ttl'"):
         cache.get_or_compute("k", lambda: 1, ttl=5)
-    assert caught[0].filename == __file__
+    assert cache.get("k") is None and claims.holder("k") is None
+    assert cache.get_or_compute("k", lambda ttl: ttl, ttl=5) == 5

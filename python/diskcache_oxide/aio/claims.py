@@ -16,7 +16,6 @@ from ..claims import (
     Claims,
     ClaimTimeout,
     _lease,
-    _renamed,
     _timeout,
 )
 from ..core import Cache
@@ -41,10 +40,8 @@ class AsyncClaims:
         """The synchronous claims underneath."""
         return self._claims
 
-    async def try_acquire(
-        self, key: Any, lease: float = LEASE, *, ttl: float | None = None
-    ) -> AsyncClaim | None:
-        seconds = _lease(_renamed("ttl", "lease", ttl, lease))
+    async def try_acquire(self, key: Any, lease: float = LEASE) -> AsyncClaim | None:
+        seconds = _lease(lease)
 
         def give_back(claim: Claim | None) -> None:
             if claim is not None:
@@ -56,16 +53,10 @@ class AsyncClaims:
         return None if claim is None else AsyncClaim(self, claim)
 
     async def acquire(
-        self,
-        key: Any,
-        lease: float = LEASE,
-        *,
-        timeout: float = 0.0,
-        ttl: float | None = None,
-        wait: float | None = None,
+        self, key: Any, lease: float = LEASE, *, timeout: float = 0.0
     ) -> AsyncClaim | None:
-        seconds = _lease(_renamed("ttl", "lease", ttl, lease))
-        deadline = time.monotonic() + _timeout(_renamed("wait", "timeout", wait, timeout))
+        seconds = _lease(lease)
+        deadline = time.monotonic() + _timeout(timeout)
         claims = self._claims
         while True:
             claim = await self.try_acquire(key, seconds)
@@ -82,20 +73,11 @@ class AsyncClaims:
                 False,
             )
 
-    async def hold(
-        self,
-        key: Any,
-        lease: float = LEASE,
-        *,
-        timeout: float = 0.0,
-        ttl: float | None = None,
-        wait: float | None = None,
-    ) -> AsyncClaim:
-        limit = _renamed("wait", "timeout", wait, timeout)
-        claim = await self.acquire(key, _renamed("ttl", "lease", ttl, lease), timeout=limit)
+    async def hold(self, key: Any, lease: float = LEASE, *, timeout: float = 0.0) -> AsyncClaim:
+        claim = await self.acquire(key, lease, timeout=timeout)
         if claim is None:
             raise ClaimTimeout(
-                f"the claim on {key!r} is held by another owner (waited {limit} s); "
+                f"the claim on {key!r} is held by another owner (waited {timeout} s); "
                 "holder() says who holds it"
             )
         return claim

@@ -30,7 +30,6 @@ from ..claims import (
     _if_computing,
     _lease,
     _release_after_turn,
-    _renamed,
     _timeout,
     stable_name,
 )
@@ -154,8 +153,6 @@ async def aget_or_compute(
     tag: _Tag = None,
     namespace: str = "default",
     if_computing: Literal["wait", "skip"] = "wait",
-    ttl: float | None = None,
-    wait: float | None = None,
     **kwargs: Any,
 ) -> Any:
     """:func:`~diskcache_oxide.get_or_compute` from asyncio: ``fn(*args, **kwargs)`` runs
@@ -174,9 +171,8 @@ async def aget_or_compute(
     acache = cache if isinstance(cache, AsyncCache) else AsyncCache(cache)
     run = acache._run
     compute = _computation(fn, args, kwargs, run)
-    seconds = _lease(_renamed("ttl", "lease", ttl, lease))
-    limit_given = _renamed("wait", "timeout", wait, timeout)
-    limit = None if limit_given is None else _timeout(limit_given)
+    seconds = _lease(lease)
+    limit = None if timeout is None else _timeout(timeout)
     mode = _if_computing(if_computing)
     claims = Claims(acache.cache, namespace)
     loop = asyncio.get_running_loop()
@@ -243,13 +239,10 @@ def acompute_once(
     name: str | None = None,
     typed: bool = False,
     ignore: Collection[int | str] = (),
-    ttl: float | None = None,
-    wait: float | None = None,
 ) -> Callable[[Callable[P, Awaitable[R]]], AsyncComputeOnce[P, R]]:
     """Decorator for coroutine functions: each result computed once, through
     :func:`aget_or_compute`, under the keys of :func:`~diskcache_oxide.compute_once`."""
-    seconds = _lease(_renamed("ttl", "lease", ttl, lease))
-    limit = _renamed("wait", "timeout", wait, timeout)
+    seconds = _lease(lease)
 
     def decorator(func: Callable[P, Awaitable[R]]) -> AsyncComputeOnce[P, R]:
         base = (stable_name(func),) if name is None else (name,)
@@ -266,7 +259,7 @@ def acompute_once(
                     cache_key(*args, **kwargs),
                     functools.partial(func, *args, **kwargs),
                     lease=seconds,
-                    timeout=limit,
+                    timeout=timeout,
                     expire=expire,
                     tag=tag,
                 ),
