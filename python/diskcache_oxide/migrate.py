@@ -9,19 +9,30 @@ Pickles are the danger this project exists to close (CVE-2025-69872, D-003). Unl
 caller says the source is trusted, a pickled key or value is decoded by
 :class:`SafeUnpickler`, which can build only the data types the safe format stores and
 refuses any other global a pickle names, so a hostile pickle is reported and skipped
-without running anything. See docs/decisions/D-041-migrating-from-python-diskcache.md and
+without running anything.
+
+Pickles are not the only thing a writer of the source controls. Every row is checked against
+what python-diskcache writes (types of columns, UTF-8, sound decoded objects), the tables
+against its schema, and every file against what it really has on disk; what fails is skipped
+and reported, or the source is refused in one line before anything is written. See
+docs/decisions/D-041-migrating-from-python-diskcache.md ("A hostile source") and
 docs/guide-migrating.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import decimal
 import io
+import itertools
+import math
 import os
 import os.path
 import pathlib
 import pickle
+import re
+import reprlib
 import shutil
 import sqlite3
 import stat
@@ -35,13 +46,14 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Literal
 
 from .core import DEFAULT_SETTINGS, Cache
-from .errors import NotACacheError, UnsupportedTypeError
+from .errors import CacheError, NotACacheError, UnsupportedTypeError
 from .fanout import FanoutCache, shard_hash
 from .registry import _BY_TYPE
 
 __all__ = [
     "CARRIED_EXACTLY",
     "IMPORT_CALL",
+    "MigrationError",
     "MigrationReport",
     "SAFE_GLOBALS",
     "SafeUnpickler",
@@ -63,6 +75,34 @@ CARRIED_EXACTLY = ("key", "value", "tag", "insertion order")
 
 #: Rows written per destination transaction, and between two progress calls.
 _BATCH = 1000
+
+#: The most bytes of values a batch holds in memory: a batch ends early once its values reach
+#: it, so that 1,000 large values are never loaded at once.
+_BATCH_BYTES = 64 << 20
+
+#: Binary value files longer than this are streamed into the destination with
+#: ``set(key, file, read=True)`` instead of being loaded (the bulk import call reads a file
+#: whole). The price: the engine has no streaming call that takes times, so such an entry gets
+#: the copy's store and access times and a count of 0 (the report says so).
+_STREAM_ABOVE = 32 << 20
+
+#: What a file may claim beyond what it has on disk (``st_blocks * 512``) before it is taken
+#: for one with holes: 16 times its allocation, or its allocation plus 64 MiB, whichever is
+#: more. Neither SQLite nor python-diskcache leaves holes, but a compressing filesystem (ZFS,
+#: btrfs) allocates less than the length of what compresses well; this leaves room for that.
+_HOLE_RATIO = 16
+_HOLE_SLACK = 64 << 20
+
+#: The deepest nesting of containers a decoded key or value may have: the engine writes no
+#: deeper (and every recursive walk of it after that, a repr or a shard hash, stays shallow).
+_MAX_DEPTH = 200
+
+#: How much of the skipped entries and settings :meth:`MigrationReport.summary` lists, and
+#: how long a reason, a key or a setting may be there (a reason is cut when it is recorded).
+_SHOWN = 50
+_REASON_LIMIT = 500
+_KEY_LIMIT = 80
+_WHERE_LIMIT = 40
 
 #: Settings applied before the entries are written, because they decide how each entry is
 #: stored (inline or in a value file, the pickle protocol) or how the database file is laid
@@ -164,7 +204,9 @@ class SafeUnpickler(pickle.Unpickler):
         if (module, name) in _STAND_INS:
             return self._stand_in(module, name)
         raise _refuse(
-            f"the pickle names {module}.{name}, which is not a data type the safe format stores"
+            # The names come from the pickle: a hostile one can make them any length.
+            f"the pickle names {_cut(module, 60)}.{_cut(name, 60)}, which is not a data type "
+            "the safe format stores"
         )
 
     def persistent_load(self, pid: Any) -> Any:
@@ -246,14 +288,44 @@ def safe_loads(data: bytes) -> Any:
 # ----- the report ----------------------------------------------------------------------------
 
 
+class MigrationError(CacheError, ValueError):
+    """:func:`migrate` refused to run: the destination is (or resolves to) the source or a
+    path inside it, or the source cannot be read as it stands (its database is damaged, or
+    its database or log claims far more bytes than it has on disk). Nothing was written.
+
+    A ``ValueError`` too, which is what a destination inside the source raised before.
+    """
+
+
+def _cut(text: str, limit: int = _REASON_LIMIT) -> str:
+    """``text``, or its first ``limit`` characters and how many more there were."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def _brief(value: Any, limit: int = _KEY_LIMIT) -> str:
+    """A repr of ``value`` for a person, at most about ``limit`` characters, that cannot fail:
+    a key from a hostile source may be huge, nested deep, or an object whose repr raises."""
+    shorter = reprlib.Repr()
+    shorter.maxlevel = 3
+    shorter.maxstring = shorter.maxother = shorter.maxlong = limit
+    try:
+        text = shorter.repr(value)
+    except Exception as error:  # reprlib guards most objects; this is for the rest
+        text = f"<a {type(value).__name__} whose repr fails: {type(error).__name__}>"
+    return _cut(text, limit)
+
+
 @dataclass(frozen=True)
 class SkippedEntry:
     """An entry of the source that was not carried over, and why.
 
     ``key`` is the decoded key, or the key's stored bytes when the key itself could not be
-    decoded (a refused pickle). ``cache`` is where it was: ``''`` for a plain cache, the
-    shard (``'000'``) or the named cache (``'index/users'``) of a FanoutCache. ``rowid`` is
-    its row in that source database.
+    decoded (a refused or malformed pickle, text that is not UTF-8). ``cache`` is where it
+    was: ``''`` for a plain cache, the shard (``'000'``) or the named cache
+    (``'index/users'``) of a FanoutCache. ``rowid`` is its row in that source database.
+    A reason longer than 500 characters is cut, saying how much was left out.
     """
 
     key: Any
@@ -261,15 +333,25 @@ class SkippedEntry:
     cache: str = ""
     rowid: int = 0
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reason", _cut(self.reason))
+
 
 @dataclass(frozen=True)
 class SkippedSetting:
-    """A row of the source's Settings table that the destination does not carry, and why."""
+    """A row of the source's Settings table that the destination does not carry, and why.
+
+    A name that is not valid UTF-8 is given with its bad bytes escaped (``'a\\xffb'``); a
+    reason longer than 500 characters is cut.
+    """
 
     name: str
     value: Any
     reason: str
     cache: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reason", _cut(self.reason))
 
 
 @dataclass
@@ -285,6 +367,8 @@ class MigrationReport:
     :ivar skipped: the entries not written, each with its reason
     :ivar bytes: payload bytes of the converted values as the source held them
     :ivar pickled: converted values stored as pickles (only with ``pickle=True``)
+    :ivar streamed: converted values over 32 MiB, streamed from their value files instead of
+        loaded; their store and access times are the copy's (``approximated`` says so)
     :ivar settings: the destination's settings at the end (of the root, or of shard 000
         with ``size_limit`` for the whole FanoutCache)
     :ivar settings_skipped: source settings that were not carried
@@ -303,6 +387,7 @@ class MigrationReport:
     skipped: list[SkippedEntry] = field(default_factory=list)
     bytes: int = 0
     pickled: int = 0
+    streamed: int = 0
     settings: dict[str, Any] = field(default_factory=dict)
     settings_skipped: list[SkippedSetting] = field(default_factory=list)
     carried: tuple[str, ...] = CARRIED_EXACTLY
@@ -316,7 +401,10 @@ class MigrationReport:
         return self.total / self.seconds if self.seconds > 0 else 0.0
 
     def summary(self) -> str:
-        """The report as a few lines of text, each skipped entry with its reason."""
+        """The report as a few lines of text: the counts, then the first 50 skipped entries
+        and the first 50 settings not carried, each with its reason, and how many more there
+        are (``skipped`` and ``settings_skipped`` hold them all). Keys, values and reasons
+        are cut short, so a hostile source cannot make it print without end."""
         shape = "Cache" if self.layout == "cache" else f"FanoutCache ({self.shards} shards)"
         lines = [
             f"migrated {self.source} -> {self.destination} ({shape})",
@@ -325,15 +413,23 @@ class MigrationReport:
         ]
         if self.pickled:
             lines.append(f"{self.pickled} values stored as pickles (open with pickle=True)")
+        if self.streamed:
+            lines.append(f"{self.streamed} values over 32 MiB streamed from their value files")
         lines.append(f"skipped {len(self.skipped)} entries" + (":" if self.skipped else ""))
-        for entry in self.skipped:
-            where = f" [{entry.cache}]" if entry.cache else ""
-            lines.append(f"  {entry.key!r}{where}: {entry.reason}")
+        for entry in self.skipped[:_SHOWN]:
+            where = f" [{_cut(entry.cache, _WHERE_LIMIT)}]" if entry.cache else ""
+            lines.append(f"  {_brief(entry.key)}{where}: {_cut(entry.reason)}")
+        if len(self.skipped) > _SHOWN:
+            lines.append(f"  ... and {len(self.skipped) - _SHOWN} more (listed in report.skipped)")
         if self.settings_skipped:
             lines.append("settings not carried:")
-        for setting in self.settings_skipped:
-            where = f" [{setting.cache}]" if setting.cache else ""
-            lines.append(f"  {setting.name}={setting.value!r}{where}: {setting.reason}")
+        for setting in self.settings_skipped[:_SHOWN]:
+            where = f" [{_cut(setting.cache, _WHERE_LIMIT)}]" if setting.cache else ""
+            name, value = _cut(setting.name, 60), _brief(setting.value, 60)
+            lines.append(f"  {name}={value}{where}: {_cut(setting.reason)}")
+        if len(self.settings_skipped) > _SHOWN:
+            more = len(self.settings_skipped) - _SHOWN
+            lines.append(f"  ... and {more} more (listed in report.settings_skipped)")
         if self.approximated:
             lines.append("carried approximately:")
         for name, how in self.approximated.items():
@@ -355,8 +451,8 @@ class _Skip(Exception):
 class _Row:
     rowid: int
     key: Any
-    value: Any  # the value, or for a file-backed binary value the open file
-    read: bool
+    value: Any  # the value, or for a value file to stream the open file
+    read: bool  # stream ``value`` with set(read=True): a binary value file over _STREAM_ABOVE
     store_time: float
     expire_time: float | None
     access_time: float
@@ -373,8 +469,36 @@ class _Source:
     name: str  # relative path inside the source ('' for the root)
     directory: str
     db: sqlite3.Connection
-    settings: dict[str, Any]
+    settings: dict[str | _BadText, Any]
     count: int
+
+
+class _BadText:
+    """A TEXT value of the source that is not valid UTF-8. python-diskcache cannot write one
+    (Python's sqlite3 stores a str as UTF-8), so only a tampered database holds it; reading
+    it as a str would fail the whole query, so it comes through as this and is reported."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _BadText) and other.data == self.data
+
+    def __hash__(self) -> int:
+        return hash(self.data)
+
+    def __repr__(self) -> str:
+        return f"<text that is not UTF-8: {self.data!r}>"
+
+
+def _text(data: bytes) -> str | _BadText:
+    """The source connection's ``text_factory``: a TEXT value as a str, or a :class:`_BadText`."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return _BadText(data)
 
 
 def _uri(path: str, **params: str) -> str:
@@ -382,13 +506,76 @@ def _uri(path: str, **params: str) -> str:
     return f"file:{urllib.parse.quote(os.path.abspath(path))}?{query}"
 
 
+@contextlib.contextmanager
+def _reading(path: str) -> Iterator[None]:
+    """Turn an SQLite error while reading the source database ``path`` into a one-line
+    :class:`MigrationError`: the schema was checked, so what fails now is damage."""
+    try:
+        yield
+    except sqlite3.Error as error:
+        raise MigrationError(
+            f"cannot read {path}: {error}. The database is damaged (or was changed while it "
+            "was read); nothing was written. Repair it (sqlite3's .recover makes a readable "
+            "copy) or restore it from a backup, then migrate again"
+        ) from None
+
+
+def _on_disk(info: os.stat_result) -> int | None:
+    """The bytes a file has on disk (None where the platform does not say: Windows)."""
+    blocks = getattr(info, "st_blocks", None)
+    return None if blocks is None else int(blocks) * 512
+
+
+def _holes(info: os.stat_result) -> int | None:
+    """What the file has on disk, if its length claims far more than that (see
+    ``_HOLE_RATIO``); None for a file that is backed by what it allocates."""
+    allocated = _on_disk(info)
+    if allocated is None:
+        return None
+    if info.st_size <= max(allocated * _HOLE_RATIO, allocated + _HOLE_SLACK):
+        return None
+    return allocated
+
+
+def _copy_bounded(path: str, to: str) -> None:
+    """Copy the source file ``path`` (the database or its log) to ``to``, refusing a link, a
+    file that is not a regular one, or one whose length is mostly holes: copying a 1 TB hole
+    would write 1 TB of zeros into the scratch directory."""
+    nofollow = getattr(os, "O_NOFOLLOW", 0)
+    flags = os.O_RDONLY | nofollow | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as error:
+        if os.path.islink(path):
+            raise NotACacheError(
+                f"{path} is a symbolic link; migrate reads only regular files"
+            ) from None
+        raise NotACacheError(f"{path} cannot be opened: {error.strerror}") from None
+    with os.fdopen(fd, "rb") as reader:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotACacheError(f"{path} is not a regular file; migrate reads only those")
+        allocated = _holes(info)
+        if allocated is not None:
+            raise MigrationError(
+                f"{path} is {info.st_size} bytes long but only {allocated} bytes of it are on "
+                "disk: a file with holes, which SQLite never writes, so it was altered; it is "
+                "not copied and nothing was written. If a python-diskcache process is still "
+                "writing the cache, stop it and migrate again; otherwise check the directory"
+            )
+        with open(to, "wb") as writer:
+            shutil.copyfileobj(reader, writer, 1 << 20)
+
+
 def _open_database(directory: str, scratch: str) -> sqlite3.Connection:
-    """A read-only connection to the python-diskcache database in ``directory``.
+    """A read-only connection to the python-diskcache database in ``directory``, its schema
+    checked (:func:`_check_python_diskcache`).
 
     Without a ``-wal`` file the database is opened ``immutable=1``, which creates nothing.
     With one (a process has the cache open, or died with it open), SQLite would create or
     update the ``-shm`` file even for a read-only connection, so the database and its log
-    are copied into ``scratch`` and the copy is read instead.
+    are copied into ``scratch`` (each measured by what it has on disk first) and the copy is
+    read instead. TEXT that is not UTF-8 reads as :class:`_BadText` instead of failing.
     """
     db_path = os.path.join(directory, "cache.db")
     for path in (db_path, db_path + "-wal"):
@@ -397,11 +584,12 @@ def _open_database(directory: str, scratch: str) -> sqlite3.Connection:
     if os.path.lexists(db_path + "-wal"):
         os.makedirs(scratch, exist_ok=True)
         copy = os.path.join(scratch, "cache.db")
-        shutil.copyfile(db_path, copy)
-        shutil.copyfile(db_path + "-wal", copy + "-wal")
+        _copy_bounded(db_path, copy)
+        _copy_bounded(db_path + "-wal", copy + "-wal")
         db = sqlite3.connect(_uri(copy, mode="ro"), uri=True)
     else:
         db = sqlite3.connect(_uri(db_path, mode="ro", immutable="1"), uri=True)
+    db.text_factory = _text
     try:
         _check_python_diskcache(db, db_path)
     except BaseException:
@@ -410,10 +598,37 @@ def _open_database(directory: str, scratch: str) -> sqlite3.Connection:
     return db
 
 
+#: python-diskcache 5.6.3's tables: each column's name and declared type, in order.
+_SCHEMA: dict[str, tuple[tuple[str, str], ...]] = {
+    "Cache": (
+        ("rowid", "INTEGER"),
+        ("key", "BLOB"),
+        ("raw", "INTEGER"),
+        ("store_time", "REAL"),
+        ("expire_time", "REAL"),
+        ("access_time", "REAL"),
+        ("access_count", "INTEGER"),
+        ("tag", "BLOB"),
+        ("size", "INTEGER"),
+        ("mode", "INTEGER"),
+        ("filename", "TEXT"),
+        ("value", "BLOB"),
+    ),
+    "Settings": (("key", "TEXT"), ("value", "")),
+}
+
+
 def _check_python_diskcache(db: sqlite3.Connection, path: str) -> None:
+    """Refuse a database that is ours, or whose Cache and Settings are not python-diskcache
+    5.6.3's tables.
+
+    The names are not enough: a view (or a generated column) computes its rows when read,
+    and one that recurses without end or builds gigabyte blobs would hang the migration or
+    exhaust its memory. A real table with the expected columns holds only what is on disk.
+    """
     try:
         (app_id,) = db.execute("PRAGMA application_id").fetchone()
-        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+        objects = db.execute("SELECT name, type, sql FROM sqlite_master").fetchall()
     except sqlite3.DatabaseError as error:
         raise NotACacheError(f"{path} is not an SQLite database ({error})") from None
     if app_id == 0x44434F58:
@@ -421,15 +636,96 @@ def _check_python_diskcache(db: sqlite3.Connection, path: str) -> None:
             f"{path} is already a diskcache_oxide cache: open it with diskcache_oxide.Cache "
             "instead of migrating it"
         )
-    if not {"Cache", "Settings"} <= tables:
+    # Tables and views share one namespace, which ignores case; a trigger or an index of the
+    # same name is another object and does not stand in for the table.
+    found = {
+        name.lower(): (kind, sql)
+        for name, kind, sql in objects
+        if isinstance(name, str) and kind in ("table", "view")
+    }
+    if not {"cache", "settings"} <= found.keys():
         raise NotACacheError(
             f"{path} has no Cache and Settings tables, so it is not a python-diskcache "
             "cache; migrate reads only directories written by python-diskcache"
         )
+    for table, expected in _SCHEMA.items():
+        kind, sql = found[table.lower()]
+        problem = _schema_problem(db, table, kind, sql, expected)
+        if problem:
+            raise NotACacheError(
+                f"{path}: {problem}, where python-diskcache 5.6.3 has a table of its own; "
+                "this is not a python-diskcache cache as it wrote it, and it is not read"
+            )
 
 
-def _read_settings(db: sqlite3.Connection) -> dict[str, Any]:
-    return {str(name): value for name, value in db.execute("SELECT key, value FROM Settings")}
+def _schema_problem(
+    db: sqlite3.Connection,
+    table: str,
+    kind: object,
+    sql: object,
+    expected: tuple[tuple[str, str], ...],
+) -> str | None:
+    """What is wrong with the source's ``table``, or None if it is python-diskcache's."""
+    if kind != "table":
+        return f"{table} is a {kind}, not a table (a view computes its rows when read)"
+    if not isinstance(sql, str) or re.match(r"\s*CREATE\s+VIRTUAL\b", sql, re.IGNORECASE):
+        return f"{table} is a virtual table"
+    try:
+        columns = db.execute(f"PRAGMA table_xinfo({table})").fetchall()
+    except sqlite3.DatabaseError as error:
+        return f"{table} cannot be read ({error})"
+    try:
+        tables = db.execute("PRAGMA table_list").fetchall()
+    except sqlite3.DatabaseError:  # SQLite before 3.37 has no table_list
+        tables = None
+    generated = [str(row[1]) for row in columns if row[6]]
+    if generated:
+        return f"{table} has generated columns ({', '.join(generated)}), computed when read"
+    have = [(str(row[1]), str(row[2]).upper()) for row in columns]
+    if have != list(expected):
+        names = [name for name, _ in expected]
+        missing = [name for name in names if name not in {n for n, _ in have}]
+        extra = [name for name, _ in have if name not in names]
+        other = [f"{n} {t or 'untyped'}" for n, t in have if n in names and (n, t) not in expected]
+        said = [
+            f"missing {', '.join(missing)}" if missing else "",
+            f"more columns: {', '.join(extra)}" if extra else "",
+            f"columns of other types: {', '.join(other)}" if other else "",
+        ]
+        differences = "; ".join(part for part in said if part) or "its columns in another order"
+        return f"{table} has other columns than python-diskcache's ({_cut(differences, 120)})"
+    keys = [str(row[1]) for row in columns if row[5]]
+    if table == "Cache" and keys != ["rowid"]:
+        return "Cache's rowid column is not its INTEGER PRIMARY KEY"
+    if tables is not None:
+        without_rowid = any(
+            row[0] == "main" and str(row[1]).lower() == table.lower() and row[4] for row in tables
+        )
+    else:
+        without_rowid = bool(re.search(r"\bWITHOUT\s+ROWID\b", sql, re.IGNORECASE))
+    if without_rowid:
+        return f"{table} is a WITHOUT ROWID table"
+    return None
+
+
+def _setting_name(name: object) -> str:
+    """A Settings key as a str: text that is not UTF-8 (or a blob) with its bad bytes escaped."""
+    if isinstance(name, str):
+        return name
+    data = name.data if isinstance(name, _BadText) else name
+    if isinstance(data, bytes):
+        return data.decode("utf-8", "backslashreplace")
+    return str(name)
+
+
+def _read_settings(db: sqlite3.Connection) -> dict[str | _BadText, Any]:
+    """The Settings rows by name; a name that is not UTF-8 stays a :class:`_BadText` (so the
+    report can say why it is not carried), and any other that is not text becomes a str."""
+    rows = db.execute("SELECT key, value FROM Settings")
+    return {
+        name if isinstance(name, (str, _BadText)) else _setting_name(name): value
+        for name, value in rows
+    }
 
 
 def _shard_names(root: str) -> list[str]:
@@ -457,21 +753,28 @@ def _named_caches(root: str) -> list[str]:
     return sorted(found)
 
 
-def _open_value_file(directory: str, filename: object, size: object) -> IO[bytes]:
+def _open_value_file(directory: str, filename: object, size: int) -> IO[bytes]:
     """Open the value file ``filename`` of the cache in ``directory`` for reading.
 
     The name comes from the source database, which whoever could write the directory may
     have forged, so it must be a relative path of plain names inside the directory, and no
     link on the way is followed (each step is opened relative to the last with
     ``O_NOFOLLOW``). A FIFO or device in its place is refused rather than read, and so is a
-    file whose length is not the one python-diskcache recorded in the row: it was damaged or
-    replaced, and reading it could mean reading a sparse file of any size.
+    file whose length is not the one python-diskcache recorded in the row (it was damaged or
+    replaced), or one whose length is mostly holes: python-diskcache writes every byte, and
+    reading a sparse file means reading (and holding, or writing again) bytes that take no
+    room in the source.
     """
+    if isinstance(filename, _BadText):
+        raise _Skip(
+            f"its filename column is text that is not valid UTF-8 ({_brief(filename.data, 100)})"
+        )
     if not isinstance(filename, str) or not filename or "\x00" in filename:
-        raise _Skip(f"its row names no usable value file ({filename!r})")
+        raise _Skip(f"its row names no usable value file ({_brief(filename, 100)})")
+    named = _brief(filename, 100)  # the database's text, quoted in the reasons
     parts = filename.replace("\\", "/").split("/")
     if os.path.isabs(filename) or any(part in ("", ".", "..") for part in parts):
-        raise _Skip(f"its value file {filename!r} is outside the cache directory; not read")
+        raise _Skip(f"its value file {named} is outside the cache directory; not read")
     nofollow = getattr(os, "O_NOFOLLOW", 0)
     directory_flag = getattr(os, "O_DIRECTORY", 0)
     try:
@@ -489,23 +792,71 @@ def _open_value_file(directory: str, filename: object, size: object) -> IO[bytes
         else:  # pragma: no cover - platforms without dir_fd (Windows)
             full = os.path.join(directory, *parts)
             if os.path.realpath(full) != os.path.join(os.path.realpath(directory), *parts):
-                raise _Skip(f"its value file {filename!r} is reached through a link; not read")
+                raise _Skip(f"its value file {named} is reached through a link; not read")
             file_fd = os.open(full, os.O_RDONLY | getattr(os, "O_BINARY", 0))
     except FileNotFoundError:
-        raise _Skip(f"its value file {filename!r} is missing") from None
+        raise _Skip(f"its value file {named} is missing") from None
     except OSError as error:
-        raise _Skip(f"its value file {filename!r} cannot be opened: {error.strerror}") from None
+        raise _Skip(f"its value file {named} cannot be opened: {error.strerror}") from None
     info = os.fstat(file_fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(file_fd)
-        raise _Skip(f"its value file {filename!r} is not a regular file; not read")
+        raise _Skip(f"its value file {named} is not a regular file; not read")
     if info.st_size != size:
         os.close(file_fd)
         raise _Skip(
-            f"its value file {filename!r} is {info.st_size} bytes long, but its row says "
+            f"its value file {named} is {info.st_size} bytes long, but its row says "
             f"{size!r}: damaged or replaced; not read"
         )
+    allocated = _holes(info)
+    if allocated is not None:
+        os.close(file_fd)
+        raise _Skip(
+            f"its value file {named} is {info.st_size} bytes long but only {allocated} "
+            "bytes of it are on disk (a file with holes, which python-diskcache never "
+            "writes); not read"
+        )
     return os.fdopen(file_fd, "rb")
+
+
+def _shown(value: object) -> str:
+    """A column's value in a reason: its brief repr and, for text and blobs, what it is."""
+    if isinstance(value, _BadText):
+        return f"text that is not valid UTF-8 ({_brief(value.data, 40)})"
+    kind = {str: "text", bytes: "a blob", float: "a float"}.get(type(value))
+    return _brief(value, 40) + (f" ({kind})" if kind else "")
+
+
+def _time(value: object, column: str, now: float) -> float:
+    """A store or access time: a finite number (NULL, which SQLite makes of NaN, is now)."""
+    if value is None:
+        return now
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return float(value)
+    raise _Skip(f"its {column} column holds {_shown(value)}, not a time: altered; not carried")
+
+
+def _whole_number(value: object, column: str, default: int) -> int:
+    """A count or a size: a whole number from 0 to 2**63 - 1 (NULL is ``default``)."""
+    if value is None:
+        return default
+    if type(value) is int and 0 <= value < 1 << 63:
+        return value
+    raise _Skip(
+        f"its {column} column holds {_shown(value)}, not a count from 0 to 2**63 - 1: "
+        "altered; not carried"
+    )
+
+
+def _read_whole(reader: IO[bytes], filename: object) -> bytes:
+    """All of an opened value file (its length was checked against what is on disk), closed."""
+    with reader:
+        try:
+            return reader.read()
+        except OSError as error:
+            raise _Skip(
+                f"its value file {_brief(filename, 100)} cannot be read: {error.strerror}"
+            ) from None
 
 
 class _Decoder:
@@ -515,60 +866,73 @@ class _Decoder:
         self.trusted = trusted
 
     def unpickle(self, data: bytes, what: str) -> Any:
+        """The object the pickle ``data`` builds, checked by :func:`_check_decoded`.
+
+        :raises _Skip: naming ``what``, if it cannot be loaded or is not sound
+        """
         try:
             if self.trusted:
                 value = pickle.loads(data)  # noqa: S301 - the caller said the source is trusted
             else:
                 value = safe_loads(data)
         except pickle.UnpicklingError as error:
-            raise _Skip(f"{what}: {error}{'' if self.trusted else _TRUST_HINT}") from None
+            raise _Skip(f"{what}: {_said(error)}{'' if self.trusted else _TRUST_HINT}") from None
         except Exception as error:  # a damaged or truncated pickle fails in many ways
             kind = type(error).__name__
-            raise _Skip(f"{what}: the pickle cannot be loaded ({kind}: {error})") from None
-        _check_expanded_size(value, len(data), what)
+            raise _Skip(f"{what}: the pickle cannot be loaded ({kind}: {_said(error)})") from None
+        _check_decoded(value, len(data), what, restricted=not self.trusted)
         return value
 
     def key(self, stored: Any, raw: Any) -> Any:
-        if raw:
+        """The key of a row from its ``key`` and ``raw`` columns."""
+        if raw == 1 and type(raw) is int:
             if stored is None:
                 raise _Skip(
                     "its key is NULL (python-diskcache stores a NaN key that way, and can never "
                     "read it back)"
                 )
+            if isinstance(stored, _BadText):
+                raise _Skip(f"its key is text that is not valid UTF-8 ({_brief(stored.data, 100)})")
             return stored
+        if raw != 0 or type(raw) is not int:
+            raise _Skip(f"its raw column holds {_shown(raw)}, not 0 or 1: altered; not carried")
         if not isinstance(stored, bytes):
-            raise _Skip(f"its key is marked pickled but is a {type(stored).__name__}")
+            raise _Skip(f"its key is marked pickled but is {_shown(stored)}, not a blob")
         return self.unpickle(stored, "its key")
 
     def value(
-        self, directory: str, mode: Any, filename: Any, stored: Any, size: Any
+        self, directory: str, mode: Any, filename: Any, stored: Any, size: int
     ) -> tuple[Any, bool, int]:
         """The value, whether it is an open binary file to stream, and its payload size."""
-        if mode == _MODE_RAW:
+        if mode == _MODE_RAW and type(mode) is int:
+            if isinstance(stored, _BadText):
+                raise _Skip(f"its value is text that is not valid UTF-8 ({_brief(stored.data)})")
             if isinstance(stored, str):
                 return stored, False, len(stored.encode("utf-8", "surrogatepass"))
             if isinstance(stored, bytes):
                 return stored, False, len(stored)
             return stored, False, 0 if stored is None else 8
-        if mode == _MODE_BINARY:
-            return _open_value_file(directory, filename, size), True, int(size)
-        if mode == _MODE_TEXT:
-            with _open_value_file(directory, filename, size) as reader:
-                data = reader.read()
+        if mode == _MODE_BINARY and type(mode) is int:
+            reader = _open_value_file(directory, filename, size)
+            if size > _STREAM_ABOVE:
+                return reader, True, size
+            data = _read_whole(reader, filename)
+            return data, False, len(data)
+        if mode == _MODE_TEXT and type(mode) is int:
+            data = _read_whole(_open_value_file(directory, filename, size), filename)
             try:
                 # As python-diskcache reads it: UTF-8 with universal newlines.
                 text = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8").read()
             except UnicodeDecodeError as error:
                 raise _Skip(f"its text value file is not UTF-8 ({error})") from None
             return text, False, len(data)
-        if mode == _MODE_PICKLE:
+        if mode == _MODE_PICKLE and type(mode) is int:
             if stored is None:
-                with _open_value_file(directory, filename, size) as reader:
-                    stored = reader.read()
+                stored = _read_whole(_open_value_file(directory, filename, size), filename)
             if not isinstance(stored, bytes):
-                raise _Skip(f"its pickled value is a {type(stored).__name__}, not bytes")
+                raise _Skip(f"its pickled value is {_shown(stored)}, not a blob")
             return self.unpickle(stored, "its value"), False, len(stored)
-        raise _Skip(f"its value mode {mode!r} is not one python-diskcache 5.6.3 writes")
+        raise _Skip(f"its value mode {_shown(mode)} is not one python-diskcache 5.6.3 writes")
 
 
 #: How many items a decoded pickle may expand to, per byte of the pickle (plus a floor).
@@ -579,26 +943,103 @@ class _Decoder:
 _ITEMS_PER_BYTE = 16
 _ITEMS_FLOOR = 10_000
 
+_CONTAINERS = (list, tuple, set, frozenset)
+_PLAIN = frozenset({str, int, float, bytes, bool, type(None)})
 
-def _check_expanded_size(value: Any, length: int, what: str) -> None:
-    """Refuse a decoded value whose tree would be far larger than its pickle."""
+#: The other types the restricted unpickler may build (see ``_IMMUTABLE_GLOBALS`` and
+#: ``_STAND_INS``). Anything else it hands back is one of its own stand-ins, or a class or
+#: function named by a pickle as a value: not data.
+_DATA_TYPES = frozenset(
+    {
+        datetime.datetime,
+        datetime.date,
+        datetime.time,
+        datetime.timedelta,
+        datetime.timezone,
+        zoneinfo.ZoneInfo,
+        decimal.Decimal,
+        uuid.UUID,
+        pathlib.PurePosixPath,
+        pathlib.PureWindowsPath,
+        pathlib.PosixPath,
+        pathlib.WindowsPath,
+    }
+)
+
+
+def _check_decoded(value: Any, length: int, what: str, restricted: bool) -> None:
+    """Refuse a decoded key or value that is not sound data.
+
+    Three things a pickle can do while naming only allowed globals: share objects so that
+    the tree written out is far larger than the pickle (at most ``_ITEMS_PER_BYTE`` items per
+    byte); nest deeper than the engine writes (``_MAX_DEPTH``), which would also overflow
+    every recursive walk of it afterwards (a repr in the report, a FanoutCache's shard
+    hash); and ``BUILD`` state into the objects it makes, leaving a UUID whose number is
+    text or a path whose cached fields are not its parts (:func:`_check_object`). From the
+    restricted unpickler, anything but those data types (an instance of one of its
+    stand-ins, a class named as a value) is refused too. The walk keeps a stack of
+    iterators, so depth costs it nothing.
+    """
     budget = _ITEMS_PER_BYTE * length + _ITEMS_FLOOR
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        budget -= 1
-        if budget < 0:
+    walking: list[Iterator[Any]] = [iter((value,))]
+    while walking:
+        for item in walking[-1]:
+            budget -= 1
+            if budget < 0:
+                raise _Skip(
+                    f"{what}: the pickle refers to the same objects so many times that, "
+                    f"written out, it would be more than {_ITEMS_PER_BYTE} items per byte of "
+                    "the pickle; not carried (a source that means no harm does not do this)"
+                )
+            kind = type(item)
+            if kind in _PLAIN:
+                continue
+            if kind in _CONTAINERS or kind is dict:
+                if len(walking) > _MAX_DEPTH:
+                    raise _Skip(
+                        f"{what}: it nests deeper than {_MAX_DEPTH} levels, deeper than the "
+                        "destination stores; not carried"
+                    )
+                inner = itertools.chain.from_iterable(item.items()) if kind is dict else item
+                walking.append(iter(inner))
+                break
+            if restricted and kind not in _DATA_TYPES:
+                if isinstance(item, type):
+                    built = f"the class {_cut(item.__qualname__, 60)} itself"
+                else:  # a stand-in's own object, or a function
+                    built = f"a bare {_cut(kind.__name__.removesuffix('_stand_in'), 60)}"
+                raise _Skip(
+                    f"{what}: the pickle yields {built}, which the safe format does not store"
+                    + _TRUST_HINT
+                )
+            _check_object(item, what)
+        else:
+            walking.pop()
+
+
+def _check_object(item: Any, what: str) -> None:
+    """Refuse a UUID or a path that a pickle's ``BUILD`` left malformed."""
+    if isinstance(item, uuid.UUID):
+        try:
+            number = item.int
+        except Exception:  # a UUID made without BUILD has no number at all
+            raise _Skip(f"{what}: a UUID without a number; the pickle was altered") from None
+        if type(number) is not int or not 0 <= number < 1 << 128:
             raise _Skip(
-                f"{what}: the pickle refers to the same objects so many times that, written "
-                f"out, it would be more than {_ITEMS_PER_BYTE} items per byte of the pickle; "
-                "not carried (a source that means no harm does not do this)"
+                f"{what}: a UUID whose number is {_shown(number)}, not 128 bits; the pickle "
+                "was altered"
             )
-        kind = type(item)
-        if kind is list or kind is tuple or kind is set or kind is frozenset:
-            pending.extend(item)
-        elif kind is dict:
-            pending.extend(item.keys())
-            pending.extend(item.values())
+    elif isinstance(item, pathlib.PurePath):
+        try:
+            text = str(item)
+            sound = type(item)(text) == item and hash(type(item)(text)) == hash(item)
+        except Exception:
+            sound = False
+        if not sound:
+            raise _Skip(
+                f"{what}: a {type(item).__name__} whose fields do not make the path it "
+                "claims; the pickle was altered"
+            )
 
 
 _TRUST_HINT = (
@@ -612,46 +1053,82 @@ _SELECT = (
 )
 
 
+def _stored_key(key: Any) -> Any:
+    """A key as the report holds it when it could not be decoded: its stored form."""
+    return key.data if isinstance(key, _BadText) else key
+
+
+def _decode_row(
+    source: _Source,
+    decoder: _Decoder,
+    now: float,
+    skipped: list[SkippedEntry],
+    row: tuple[Any, ...],
+) -> _Row | None:
+    """One source row as a :class:`_Row`, or None once it is recorded in ``skipped``.
+
+    Every column is checked against what python-diskcache writes into it, since SQLite's
+    column types do not stop anyone else from storing text in a time or a blob in a count.
+    """
+    rowid, key, raw, stored, expires, accessed, count, tag, size, mode, name, val = row
+    try:
+        decoded_key = decoder.key(key, raw)
+    except _Skip as why:
+        skipped.append(SkippedEntry(_stored_key(key), str(why), source.name, rowid))
+        return None
+    try:
+        store_time = _time(stored, "store_time", now)
+        access_time = _time(accessed, "access_time", now)
+        if expires is not None and (type(expires) not in (int, float)):
+            raise _Skip(
+                f"its expire_time column holds {_shown(expires)}, not a time: altered; not carried"
+            )
+        access_count = _whole_number(count, "access_count", 0)
+        length = _whole_number(size, "size", 0)
+        if isinstance(tag, _BadText):
+            raise _Skip(f"its tag is text that is not valid UTF-8 ({_brief(tag.data, 100)})")
+        if expires is not None and expires <= now:
+            raise _Skip("expired")
+        value, read, length = decoder.value(source.directory, mode, name, val, length)
+    except _Skip as why:
+        skipped.append(SkippedEntry(decoded_key, str(why), source.name, rowid))
+        return None
+    return _Row(
+        rowid,
+        decoded_key,
+        value,
+        read,
+        store_time,
+        None if expires is None else float(expires),
+        access_time,
+        access_count,
+        tag,
+        length,
+    )
+
+
 def _rows(
     source: _Source, decoder: _Decoder, now: float, skipped: list[SkippedEntry]
 ) -> Iterator[list[_Row]]:
-    """The source's live rows in insertion order, decoded, in batches of up to ``_BATCH``;
-    rows that cannot be decoded, and expired ones, go to ``skipped`` instead."""
-    cursor = source.db.execute(_SELECT)
-    while True:
-        fetched = cursor.fetchmany(_BATCH)
-        if not fetched:
-            return
-        batch: list[_Row] = []
-        for row in fetched:
-            rowid, key, raw, stored, expires, accessed, count, tag, size, mode, name, val = row
-            try:
-                decoded_key = decoder.key(key, raw)
-            except _Skip as why:
-                skipped.append(SkippedEntry(key, str(why), source.name, rowid))
+    """The source's live rows in insertion order, decoded, in batches; rows that cannot be
+    decoded, and expired ones, go to ``skipped`` instead.
+
+    A batch ends at ``_BATCH`` rows, once its values reach ``_BATCH_BYTES``, or after a value
+    to stream (which is then its last row), so what it holds in memory stays bounded.
+    """
+    batch: list[_Row] = []
+    held = 0
+    with _reading(os.path.join(source.directory, "cache.db")):
+        for fetched in source.db.execute(_SELECT):
+            row = _decode_row(source, decoder, now, skipped, fetched)
+            if row is None:
                 continue
-            if expires is not None and expires <= now:
-                skipped.append(SkippedEntry(decoded_key, "expired", source.name, rowid))
-                continue
-            try:
-                value, read, length = decoder.value(source.directory, mode, name, val, size)
-            except _Skip as why:
-                skipped.append(SkippedEntry(decoded_key, str(why), source.name, rowid))
-                continue
-            batch.append(
-                _Row(
-                    rowid,
-                    decoded_key,
-                    value,
-                    read,
-                    float(stored) if stored is not None else now,
-                    None if expires is None else float(expires),
-                    float(accessed) if accessed is not None else now,
-                    int(count or 0),
-                    tag,
-                    length,
-                )
-            )
+            batch.append(row)
+            held += 0 if row.read else row.size
+            if len(batch) >= _BATCH or held >= _BATCH_BYTES or row.read:
+                yield batch
+                batch, held = [], 0
+    if batch:
         yield batch
 
 
@@ -661,60 +1138,92 @@ def _rows(
 def _write_batch(
     cache: Cache, rows: list[_Row], cache_name: str, report: MigrationReport, pickled: bool
 ) -> None:
-    """Store ``rows`` in ``cache`` in one transaction; rows it refuses go to the report."""
+    """Store ``rows`` in ``cache``, in order; rows it refuses go to the report.
+
+    With the bulk import call, the rows held in memory go in one transaction each run; a
+    value to stream is written on its own with ``set(read=True)``, which reads its file a
+    piece at a time (the import call would read it whole).
+    """
     importer = getattr(cache, IMPORT_CALL, None)
     try:
-        if importer is not None:
-            failures: list[tuple[int, BaseException]] = list(
-                importer(
-                    [
-                        (
-                            row.key,
-                            row.value,
-                            row.read,
-                            row.store_time,
-                            row.expire_time,
-                            row.access_time,
-                            row.access_count,
-                            row.tag,
-                        )
-                        for row in rows
-                    ]
-                )
-            )
-            refused = {index: error for index, error in failures}
-            for index, row in enumerate(rows):
-                error = refused.get(index)
-                if error is None:
-                    _converted(report, row, pickled)
-                else:
-                    report.skipped.append(
-                        SkippedEntry(row.key, _refusal(error, pickled), cache_name, row.rowid)
-                    )
+        if importer is None:
+            with cache.transact():
+                for row in rows:
+                    _set_row(cache, row, cache_name, report, pickled)
             return
-        with cache.transact():
-            for row in rows:
-                if row.expire_time is None:
-                    expire = None
-                else:
-                    expire = row.expire_time - time.time()
-                    if expire <= 0:
-                        report.skipped.append(
-                            SkippedEntry(row.key, "expired", cache_name, row.rowid)
-                        )
-                        continue
-                try:
-                    cache.set(row.key, row.value, expire, read=row.read, tag=row.tag)
-                except (TypeError, ValueError, OverflowError) as error:
-                    report.skipped.append(
-                        SkippedEntry(row.key, _refusal(error, pickled), cache_name, row.rowid)
-                    )
-                    continue
-                _converted(report, row, pickled)
+        held: list[_Row] = []
+        for row in rows:
+            if row.read:
+                _import_rows(importer, held, cache_name, report, pickled)
+                held = []
+                if _set_row(cache, row, cache_name, report, pickled):
+                    report.streamed += 1
+            else:
+                held.append(row)
+        _import_rows(importer, held, cache_name, report, pickled)
     finally:
         for row in rows:
             if row.read:
                 row.value.close()
+
+
+def _import_rows(
+    importer: Callable[[list[tuple[Any, ...]]], Iterable[tuple[int, BaseException]]],
+    rows: list[_Row],
+    cache_name: str,
+    report: MigrationReport,
+    pickled: bool,
+) -> None:
+    """Store ``rows`` with their own times in one transaction (the engine's import call)."""
+    if not rows:
+        return
+    failures = importer(
+        [
+            (
+                row.key,
+                row.value,
+                False,
+                row.store_time,
+                row.expire_time,
+                row.access_time,
+                row.access_count,
+                row.tag,
+            )
+            for row in rows
+        ]
+    )
+    refused = {index: error for index, error in failures}
+    for index, row in enumerate(rows):
+        error = refused.get(index)
+        if error is None:
+            _converted(report, row, pickled)
+        else:
+            report.skipped.append(
+                SkippedEntry(row.key, _refusal(error, pickled), cache_name, row.rowid)
+            )
+
+
+def _set_row(
+    cache: Cache, row: _Row, cache_name: str, report: MigrationReport, pickled: bool
+) -> bool:
+    """Store one row with the public ``set``: its expiry rebuilt from the time left, its
+    store and access times those of the copy. Whether it was converted."""
+    if row.expire_time is None or row.expire_time == math.inf:
+        expire = None
+    else:
+        expire = row.expire_time - time.time()
+        if expire <= 0:
+            report.skipped.append(SkippedEntry(row.key, "expired", cache_name, row.rowid))
+            return False
+    try:
+        cache.set(row.key, row.value, expire, read=row.read, tag=row.tag)
+    except (TypeError, ValueError, OverflowError, AttributeError, pickle.PicklingError) as error:
+        report.skipped.append(
+            SkippedEntry(row.key, _refusal(error, pickled), cache_name, row.rowid)
+        )
+        return False
+    _converted(report, row, pickled)
+    return True
 
 
 def _converted(report: MigrationReport, row: _Row, pickled: bool) -> None:
@@ -760,13 +1269,21 @@ _SCALARS = frozenset(
 )
 
 
+def _said(error: BaseException) -> str:
+    """``str(error)``, which cannot fail: an error about a malformed object may quote it."""
+    try:
+        return _cut(str(error), 200)
+    except Exception:
+        return "(its message cannot be shown)"
+
+
 def _refusal(error: BaseException, pickled: bool) -> str:
     if isinstance(error, UnsupportedTypeError) and not pickled:
         return (
-            f"the destination cannot store it: {error}. To keep such values, pass "
+            f"the destination cannot store it: {_said(error)}. To keep such values, pass "
             "pickle=True to migrate (the destination must then be opened with pickle=True)"
         )
-    return f"the destination cannot store it: {type(error).__name__}: {error}"
+    return f"the destination cannot store it: {type(error).__name__}: {_said(error)}"
 
 
 def _whole(value: Any) -> Any:
@@ -779,34 +1296,66 @@ def _whole(value: Any) -> Any:
 
 def _skip_setting(report: MigrationReport, skipped: SkippedSetting) -> None:
     """Record a setting not carried, once: the shards of a FanoutCache normally share their
-    settings, and one line says it for all of them."""
-    for seen in report.settings_skipped:
-        if (seen.name, seen.value, seen.reason) == (skipped.name, skipped.value, skipped.reason):
-            return
-    report.settings_skipped.append(skipped)
+    settings, and one line says it for all of them. (A set, not a scan of the list: a
+    Settings table can hold any number of rows.)"""
+    seen: set[tuple[Any, ...]] = report.__dict__.setdefault("_settings_seen", set())
+    try:
+        mark: tuple[Any, ...] = (skipped.name, type(skipped.value), skipped.value, skipped.reason)
+        hash(mark)
+    except TypeError:  # not a value SQLite returns; keep it rather than fail
+        mark = (skipped.name, id(skipped), skipped.reason)
+    if mark not in seen:
+        seen.add(mark)
+        report.settings_skipped.append(skipped)
 
 
 def _apply_settings(
     cache: Cache,
-    settings: dict[str, Any],
+    settings: dict[str | _BadText, Any],
     where: str,
     names: Iterable[str],
     report: MigrationReport,
 ) -> None:
     for name in names:
-        if name not in settings:
+        if name in settings and _apply_setting(cache, name, settings[name], where, report):
             continue
-        value = _whole(settings[name])
-        try:
-            if cache.reset(name) != value:
-                cache.reset(name, value)
-        except (ValueError, TypeError) as error:
-            _skip_setting(report, SkippedSetting(name, value, str(error), where))
+        # Missing or refused: our default, which the destination may not have yet (it was
+        # opened with eviction_policy='none' to fill).
+        if cache.reset(name) != DEFAULT_SETTINGS[name]:
+            cache.reset(name, DEFAULT_SETTINGS[name])
+
+
+def _apply_setting(
+    cache: Cache, name: str, stored: Any, where: str, report: MigrationReport
+) -> bool:
+    """Set one setting of the source on ``cache``; whether it took (if not, it is reported)."""
+    value = _whole(stored)
+    if isinstance(value, _BadText):
+        reason = "its value is text that is not valid UTF-8; our default is kept"
+        _skip_setting(report, SkippedSetting(name, value.data, reason, where))
+        return False
+    if value is None:  # reset(name, None) would only read the setting, and change nothing
+        reason = "its value is NULL, which python-diskcache never writes; our default is kept"
+        _skip_setting(report, SkippedSetting(name, value, reason, where))
+        return False
+    try:
+        if cache.reset(name) != value:
+            cache.reset(name, value)
+    except (ValueError, TypeError, OverflowError) as error:
+        _skip_setting(report, SkippedSetting(name, value, _said(error), where))
+        return False
+    return True
 
 
 def _note_foreign_settings(source: _Source, report: MigrationReport) -> None:
     for name, value in source.settings.items():
         if name in DEFAULT_SETTINGS or name in ("count", "size"):
+            continue
+        if isinstance(value, _BadText):
+            value = value.data
+        if isinstance(name, _BadText):
+            reason = "its name is text that is not valid UTF-8, so not a setting of ours"
+            _skip_setting(report, SkippedSetting(_setting_name(name), value, reason, source.name))
             continue
         if name in ("hits", "misses"):
             if value:
@@ -823,7 +1372,11 @@ def _note_foreign_settings(source: _Source, report: MigrationReport) -> None:
 
 
 def _open_destination(
-    directory: str, settings: dict[str, Any], where: str, pickled: bool, report: MigrationReport
+    directory: str,
+    settings: dict[str | _BadText, Any],
+    where: str,
+    pickled: bool,
+    report: MigrationReport,
 ) -> Cache:
     """A new cache in ``directory`` that culls nothing while it fills, with the settings that
     decide how entries are stored already applied."""
@@ -860,7 +1413,17 @@ def _copy_cache(
         else:
             groups: dict[int, list[_Row]] = {}
             for row in batch:
-                groups.setdefault(route(row.key), []).append(row)
+                try:
+                    shard = route(row.key)
+                except Exception as error:  # a trusted key whose repr or encoder raises
+                    reason = f"its key cannot be given a shard: {type(error).__name__}: "
+                    report.skipped.append(
+                        SkippedEntry(row.key, reason + _said(error), source.name, row.rowid)
+                    )
+                    if row.read:
+                        row.value.close()
+                    continue
+                groups.setdefault(shard, []).append(row)
             for index in sorted(groups):
                 _write_batch(targets[index], groups[index], source.name, report, pickled)
         done = report.converted + len(report.skipped)
@@ -897,8 +1460,20 @@ def migrate(
     fails or is interrupted (``KeyboardInterrupt``, an exception from ``progress``), the
     sibling is removed; a killed process may leave it behind, and it may be deleted.
 
+    Both paths are taken as given: relative to the working directory, with no ``~`` or
+    ``$VARIABLE`` expanded (a shell does that before the command line sees them).
+
+    A source that was tampered with cannot make it run code, write into the source, or
+    read and hold far more than the directory has on disk: a row it cannot carry (text in a
+    numeric column, text that is not UTF-8, a malformed pickle, a value file that is mostly
+    holes) is skipped and reported, and a source that cannot be read as python-diskcache
+    wrote it (a view or another shape in place of its tables, a damaged database, a log that
+    is mostly holes) is refused before anything is written. Binary values over 32 MiB are
+    streamed rather than loaded (their times are then the copy's; see ``report.streamed``).
+
     :param src: the python-diskcache directory
-    :param dst: where the diskcache_oxide cache is made
+    :param dst: where the diskcache_oxide cache is made; neither it nor its parent may
+        resolve (through links) into ``src``
     :param trusted: fully unpickle pickled keys and values. Only for a source whose every
         writer you trust: loading a pickle can run any code (CVE-2025-69872). By default a
         restricted unpickler (:class:`SafeUnpickler`) builds only the data types the safe
@@ -908,25 +1483,23 @@ def migrate(
         pickles instead of skipped. Every reader of ``dst`` must then open it with
         ``pickle=True``, and the directory is as exposed as the source was
     :param progress: called as ``progress(done, total)`` with the entries processed so far
-        and the total, at the start, after every batch of 1,000 and at the end. An exception
-        it raises aborts the migration and leaves no ``dst``
+        and the total, at the start, after every batch (1,000 entries, fewer when their
+        values are large) and at the end. An exception it raises aborts the migration and
+        leaves no ``dst``
     :return: a :class:`MigrationReport`: counts, skipped entries with their reasons, bytes,
         settings carried and not carried
     :raises NotACacheError: if ``src`` holds no python-diskcache cache (or is already a
-        diskcache_oxide one)
+        diskcache_oxide one), or its tables are not python-diskcache 5.6.3's
+    :raises MigrationError: if ``dst`` is ``src`` or inside it, or ``src`` cannot be read
+        (a damaged database, a database or log that is mostly holes)
     :raises FileExistsError: if ``dst`` exists and is not an empty directory
     """
     started = time.perf_counter()
-    source_dir = os.path.abspath(os.path.expandvars(os.path.expanduser(os.fspath(src))))
-    target = os.path.abspath(os.path.expandvars(os.path.expanduser(os.fspath(dst))))
+    source_dir = os.path.abspath(os.fspath(src))
+    target = os.path.abspath(os.fspath(dst))
     if not os.path.isdir(source_dir):
         raise NotADirectoryError(f"{source_dir} is not a directory: pass the cache's directory")
-    inside = os.path.commonpath([source_dir, target]) == source_dir
-    if inside:
-        raise ValueError(
-            f"the destination {target} is inside the source {source_dir}; migrate into a "
-            "directory of its own, so the source stays untouched"
-        )
+    _refuse_inside(source_dir, target)
     if os.path.lexists(target) and not (
         os.path.isdir(target) and not os.path.islink(target) and not os.listdir(target)
     ):
@@ -951,8 +1524,12 @@ def migrate(
             )
         layout = "fanout"
 
-    parent = os.path.dirname(target)
-    os.makedirs(parent, exist_ok=True)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    # Build and rename in the parent's real path, checked again now that it exists: the
+    # links on the way to it are resolved once, here, and not again at the rename.
+    parent = os.path.realpath(os.path.dirname(target))
+    final = os.path.join(parent, os.path.basename(target))
+    _refuse_inside(source_dir, final)
     building = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.migrating-", dir=parent)
     scratch = building + ".snapshot"
     report = MigrationReport(source=source_dir, destination=target, layout=layout)
@@ -963,8 +1540,14 @@ def migrate(
         for number, name in enumerate(names):
             directory = os.path.join(source_dir, *name.split("/")) if name else source_dir
             db = _open_database(directory, os.path.join(scratch, str(number)))
-            (count,) = db.execute("SELECT COUNT(*) FROM Cache").fetchone()
-            sources.append(_Source(name, directory, db, _read_settings(db), int(count)))
+            try:
+                with _reading(os.path.join(directory, "cache.db")):
+                    (count,) = db.execute("SELECT COUNT(*) FROM Cache").fetchone()
+                    settings = _read_settings(db)
+            except BaseException:
+                db.close()
+                raise
+            sources.append(_Source(name, directory, db, settings, int(count)))
         report.total = sum(source.count for source in sources)
         report.caches = [source.name for source in sources]
         done = 0
@@ -992,7 +1575,7 @@ def migrate(
         for source in sources:
             source.db.close()
         sources.clear()
-        os.rename(building, target)
+        os.rename(building, final)
     except BaseException:
         for cache in opened:
             try:
@@ -1013,6 +1596,17 @@ def migrate(
             "expire_time": "rebuilt from the time left when each entry was written; within "
             "a few milliseconds of the source's",
         }
+    elif report.streamed:
+        streamed = (
+            f"exact, except for the {report.streamed} values over 32 MiB streamed from their "
+            "value files (the engine's call that sets times reads a value whole), which have"
+        )
+        report.approximated = {
+            "store_time": f"{streamed} the time of the copy",
+            "access_time": f"{streamed} the time of the copy",
+            "access_count": f"{streamed} 0",
+            "expire_time": f"{streamed} theirs rebuilt from the time left when written",
+        }
     else:
         report.carried = CARRIED_EXACTLY + (
             "expire_time",
@@ -1022,6 +1616,30 @@ def migrate(
         )
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _refuse_inside(source: str, target: str) -> None:
+    """Refuse a destination that is the source or inside it, as written or once the links
+    on the way are resolved (``ln -s SRC link; migrate SRC link/new`` would otherwise write
+    into the source, which must stay untouched)."""
+    real_source = os.path.realpath(source)
+    for base, candidate in ((source, target), (real_source, os.path.realpath(target))):
+        try:
+            inside = os.path.commonpath([base, candidate]) == base
+        except ValueError:  # on different drives (Windows)
+            inside = False
+        if not inside:
+            continue
+        if candidate == base:
+            raise MigrationError(
+                f"the destination {target} is the source {source} itself; migrate into a new "
+                "directory outside the source, so the source stays untouched"
+            )
+        resolved = "" if candidate == target else f" (it resolves to {candidate})"
+        raise MigrationError(
+            f"the destination {target} is inside the source {source}{resolved}; migrate into "
+            "a directory outside it, so the source stays untouched"
+        )
 
 
 def _migrate_plain(

@@ -1,6 +1,7 @@
 """Shared helpers of the migration tests: source directories built by python-diskcache
-itself, a fingerprint of every file under a directory, and a deep comparison that tells
-types apart (``1`` is not ``1.0``, a tuple is not a list)."""
+itself, a fingerprint of every file under a directory, a deep comparison that tells types
+apart (``1`` is not ``1.0``, a tuple is not a list), and for hostile sources: SQL run on a
+source from another process, the real command line, and its peak memory."""
 
 from __future__ import annotations
 
@@ -8,9 +9,13 @@ import datetime as dt
 import decimal
 import hashlib
 import importlib
+import json
 import math
 import os
 import pathlib
+import subprocess
+import sys
+import sysconfig
 import uuid
 import zoneinfo
 from typing import Any
@@ -132,3 +137,79 @@ def build_source(directory: str, **settings: Any) -> diskcache.Cache:
     for number, key in enumerate(KEYS):
         cache.set(key, {"key number": number}, tag=number)
     return cache
+
+
+#: The console script installed next to this interpreter; ``python -m diskcache_oxide`` is
+#: the same command where the script is missing (a tree built without `maturin develop`).
+SCRIPT = pathlib.Path(sysconfig.get_path("scripts")) / "diskcache-oxide"
+
+_TAMPER = """
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.executescript(sys.stdin.read())
+db.close()
+"""
+
+
+def tamper(directory: str | os.PathLike[str], sql: str) -> None:
+    """Run the SQL script ``sql`` on the source database in ``directory`` from another process,
+    as someone with write access to the directory would: not through python-diskcache, and
+    not through anything this test process has open."""
+    db = os.path.join(os.fspath(directory), "cache.db")
+    subprocess.run(
+        [sys.executable, "-c", _TAMPER, db], input=sql, text=True, check=True, timeout=60
+    )
+
+
+def cli(
+    *args: object,
+    cwd: str | os.PathLike[str] = "/",
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """Run the real command line (``diskcache-oxide ARGS``) in a process of its own."""
+    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "diskcache_oxide"]
+    return subprocess.run(
+        [*command, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=env,
+    )
+
+
+_MEASURED = """
+import json, resource, subprocess, sys
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+print(json.dumps([done.returncode, done.stdout, done.stderr, peak]))
+"""
+
+
+def cli_peak_rss(
+    *args: object, timeout: float = 300
+) -> tuple[subprocess.CompletedProcess[str], int]:
+    """Run the command line as :func:`cli` does, from a fresh parent process whose only child it
+    is, and return its result with its peak resident memory in bytes (Linux's ``ru_maxrss``)."""
+    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "diskcache_oxide"]
+    measured = subprocess.run(
+        [sys.executable, "-c", _MEASURED, *command, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=True,
+        cwd="/",
+    )
+    status, stdout, stderr, peak = json.loads(measured.stdout)
+    return subprocess.CompletedProcess(command, status, stdout, stderr), int(peak)
+
+
+def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    """The message of a command that failed as it should: exit status 1 and a single
+    ``Error: ...`` line on stderr, no traceback."""
+    assert result.returncode == 1, (result.returncode, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    return lines[0]

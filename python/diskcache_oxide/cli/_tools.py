@@ -33,20 +33,31 @@ def migrate(out: Out, src: str, dst: str, trusted: bool, pickle: bool) -> None:
 
     if trusted:
         sys.stderr.write(TRUSTED_WARNING + "\n")
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        transient=False,
-    ) as progress:
-        task = progress.add_task("migrating", total=None)
+    # The bar starts at the first progress call, once the source is open and counted, so a
+    # source or destination refused before that prints the one "Error: ..." line alone (rich
+    # writes a line even for a bar that never showed).
+    bars: list[Progress] = []
 
-        def step(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
+    def step(done: int, total: int) -> None:
+        if not bars:
+            bar = Progress(
+                "[progress.description]{task.description}",
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+                transient=False,
+            )
+            bar.start()
+            bar.add_task("migrating", total=total)
+            bars.append(bar)
+        bars[0].update(bars[0].task_ids[0], completed=done, total=total)
 
+    try:
         report = run_migration(src, dst, trusted=trusted, pickle=pickle, progress=step)
+    finally:
+        for bar in bars:
+            bar.stop()
     if out.as_json:
         data: dict[str, Any] = asdict(report)
         data["skipped"] = [
