@@ -1248,24 +1248,10 @@ def _storable(value: Any, depth: int = 0) -> bool:
     return kind in _BY_TYPE
 
 
+# The data types the safe format stores as a value of its own; a time zone is stored only
+# inside the datetime or time that carries it.
 _SCALARS = frozenset(
-    {
-        bool,
-        int,
-        float,
-        str,
-        bytes,
-        datetime.datetime,
-        datetime.date,
-        datetime.time,
-        datetime.timedelta,
-        decimal.Decimal,
-        uuid.UUID,
-        pathlib.PurePosixPath,
-        pathlib.PureWindowsPath,
-        pathlib.PosixPath,
-        pathlib.WindowsPath,
-    }
+    {bool, int, float, str, bytes, *(_DATA_TYPES - {datetime.timezone, zoneinfo.ZoneInfo})}
 )
 
 
