@@ -4,18 +4,22 @@ with ``--allow-actions``. Screenshots go to target/dashboard-artifacts/."""
 
 from __future__ import annotations
 
+import http.server
 import json
+import shutil
 import socket
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cli_support import Filled
 from diskcache_oxide import Cache, JobQueue, admin
+from diskcache_oxide.claims import Claims
 
 pytestmark = pytest.mark.slow
 
@@ -217,9 +221,12 @@ def test_actions_with_the_flag(page: Any, filled: Filled, serve: Any, artifacts:
     with admin.open_cache(filled.directory) as cache:
         retried = admin.job(cache, filled.dead)
         assert retried is not None and retried.state == "ready" and retried.attempts == 0
-    # Bury a queued job: it moves to the dead letters, with the reason as its error.
+    # Bury a queued job, after the page asks: it moves to the dead letters, with the reason
+    # as its error.
     ready = job_row(page, "mail", "ready", filled.ready)
     click(page, f"{ready} button.bury")
+    wait_for("the confirmation", lambda: page.switch_to.alert)
+    page.switch_to.alert.accept()
     buried = job_row(page, "mail", "dead", filled.ready)
     wait_for("the job to be dead", lambda: all_css(page, buried))
     assert text(page, f"{buried} .error") == "buried from the dashboard"
@@ -236,3 +243,150 @@ def test_actions_with_the_flag(page: Any, filled: Filled, serve: Any, artifacts:
     with admin.open_cache(filled.directory) as cache:
         assert admin.job(cache, filled.ready) is None
         assert admin.info(cache)["jobs"]["mail"]["dead"] == 0
+
+
+@pytest.fixture
+def other_site(tmp_path: Path) -> Iterator[Callable[[str], str]]:
+    """``other_site(url)``: the address of a page on another origin (a second local HTTP
+    server, on another port) that frames ``url`` full size, as a clickjacking page would."""
+    root = tmp_path / "other-site"
+    root.mkdir()
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, directory=str(root), **kwargs)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+
+    def page_framing(url: str) -> str:
+        (root / "frame.html").write_text(
+            "<!doctype html><title>another site</title>"
+            f'<iframe id="victim" src="{url}" width="1240" height="900"></iframe>'
+        )
+        return f"http://127.0.0.1:{httpd.server_address[1]}/frame.html"
+
+    try:
+        yield page_framing
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=10)
+
+
+def framed_document(page: Any) -> str:
+    """Inside the frame: 'dashboard' once the dashboard drew itself there, 'refused' once
+    the browser put its error page in its place, '' while it loads."""
+    return str(
+        page.execute_script(
+            "if (document.readyState !== 'complete') return '';"
+            "if (location.href.startsWith('chrome-error:')) return 'refused';"
+            "const d = document.getElementById('dashboard');"
+            "return d && d.dataset.drawn ? 'dashboard' : '';"
+        )
+    )
+
+
+def test_another_site_cannot_frame_the_dashboard(
+    page: Any, filled: Filled, serve: Any, other_site: Callable[[str], str]
+) -> None:
+    server = serve(filled.directory, "--allow-actions")
+    page.get(other_site(server.url))
+    frame = wait_for("the frame", lambda: css(page, "#victim"))
+    page.switch_to.frame(frame)
+    try:
+        seen = wait_for("the frame to load or be refused", lambda: framed_document(page))
+        # The click a clickjacking page tricks its visitor into, on whatever the frame shows.
+        for button in all_css(page, "button.bury"):
+            button.click()
+            try:
+                page.switch_to.alert.accept()
+            except Exception:  # no question asked
+                pass
+    finally:
+        page.switch_to.default_content()
+    assert seen == "refused", "the dashboard was drawn inside another site's frame"
+    with admin.open_cache(filled.directory) as cache:
+        row = admin.job(cache, filled.ready)
+        assert row is not None and row.state == "ready", "a job was buried from the frame"
+        assert admin.info(cache)["jobs"]["mail"]["dead"] == 1
+
+
+def test_bury_and_purge_ask_first(page: Any, filled: Filled, serve: Any) -> None:
+    server = serve(filled.directory, "--allow-actions")
+    open_dashboard(page, server.url)
+    ready = job_row(page, "mail", "ready", filled.ready)
+    click(page, f"{ready} button.bury")
+    question = wait_for("the question", lambda: page.switch_to.alert)
+    assert f"job {filled.ready}" in question.text and "'mail'" in question.text
+    question.dismiss()
+    click(page, 'article[data-job-queue="mail"] button.purge')
+    wait_for("the question", lambda: page.switch_to.alert).dismiss()
+    # Two redraws later nothing was sent: the job is still queued, the dead job still there.
+    for _ in range(2):
+        drawn = attr(page, "#dashboard", "data-drawn")
+        wait_for("a redraw", lambda d=drawn: attr(page, "#dashboard", "data-drawn") != d)
+    assert all_css(page, ready) and all_css(page, job_row(page, "mail", "dead", filled.dead))
+    with admin.open_cache(filled.directory) as cache:
+        row = admin.job(cache, filled.ready)
+        assert row is not None and row.state == "ready"
+        assert admin.info(cache)["jobs"]["mail"]["dead"] == 1
+
+
+def test_a_deleted_directory_says_so_on_the_page(
+    page: Any, filled: Filled, serve: Any, artifacts: Path
+) -> None:
+    server = serve(filled.directory)
+    open_dashboard(page, server.url)
+    assert not fresh(lambda: css(page, "#problem").is_displayed())
+    shutil.rmtree(filled.directory)
+    wait_for("the message", lambda: "deleted or moved" in text(page, "#problem"))
+    assert str(filled.directory) in text(page, "#problem")
+    assert text(page, "#live") == "offline"
+    screenshot(page, artifacts / "dashboard-directory-gone.png")
+    # A reload shows the same message, not an error page.
+    page.get(server.url)
+    wait_for("the message", lambda: "deleted or moved" in text(page, "#problem"))
+    assert "Traceback" not in page.page_source
+
+
+def test_long_lists_are_paged_on_the_page(
+    page: Any, tmp_path: Path, serve: Any, artifacts: Path
+) -> None:
+    directory = tmp_path / "lists"
+    with Cache(str(directory)) as cache:
+        with cache.transact():
+            for n in range(120):
+                cache.push(n, prefix=f"pq-{n:03}")
+            for n in range(25):
+                JobQueue(cache, f"jq-{n:02}").put(n)
+        claims = Claims(cache)
+        for n in range(120):
+            assert claims.try_acquire(f"key-{n:03}", lease=600) is not None
+    server = serve(directory)
+    open_dashboard(page, server.url)
+    assert len(all_css(page, "#queues tbody tr")) == 50
+    assert "1–50 of 120" in text(page, "#queues .pager")
+    assert len(all_css(page, "#jobs article.job-queue")) == 10
+    assert "1–10 of 25" in text(page, "#jobs .pager")
+    assert len(all_css(page, "#claims tbody tr")) == 50
+    assert attr(page, '[data-stat="queues"]', "data-value") == "120"
+    assert attr(page, '[data-stat="job-queues"]', "data-value") == "25"
+    screenshot(page, artifacts / "dashboard-paged.png")
+    click(page, "#queues .pager a.next")
+    wait_for("the second page", lambda: "51–100 of 120" in text(page, "#queues .pager"))
+    assert attr(page, "#queues tbody tr", "data-queue") == "pq-050"
+    click(page, "#jobs .pager a.next")
+    wait_for("the second page", lambda: "11–20 of 25" in text(page, "#jobs .pager"))
+    assert attr(page, "#jobs article.job-queue", "data-job-queue") == "jq-10"
+    # The other list stayed on its page, and it lives on through the polls.
+    assert "51–100 of 120" in text(page, "#queues .pager")
+    drawn = attr(page, "#dashboard", "data-drawn")
+    wait_for("a redraw", lambda: attr(page, "#dashboard", "data-drawn") != drawn)
+    assert attr(page, "#queues tbody tr", "data-queue") == "pq-050"
+    click(page, "#queues .pager a.first")
+    wait_for("the first page", lambda: "1–50 of 120" in text(page, "#queues .pager"))
