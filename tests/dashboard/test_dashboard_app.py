@@ -180,3 +180,20 @@ def test_a_deleted_directory_is_reported_not_raised(filled: Filled) -> None:
         assert page.status_code == 503
         assert "deleted or moved" in page.text and "Traceback" not in page.text
         assert_not_frameable(page)
+
+
+def test_an_unexpected_error_is_not_frameable_either(
+    filled: Filled, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import diskcache_oxide.dashboard as dashboard
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(dashboard, "snapshot", broken)
+    app = create_app(filled.directory)
+    with TestClient(app, raise_server_exceptions=False, **HOST) as client:
+        answer = client.get("/api/state")
+    assert answer.status_code == 500
+    assert answer.json() == {"error": "the dashboard failed: RuntimeError; its log says more"}
+    assert_not_frameable(answer)
