@@ -182,6 +182,22 @@ def test_a_deleted_directory_is_reported_not_raised(filled: Filled) -> None:
         assert_not_frameable(page)
 
 
+def test_an_action_on_a_deleted_directory_says_so(
+    acting: tuple[TestClient, str], filled: Filled
+) -> None:
+    import shutil
+
+    client, token = acting
+    shutil.rmtree(filled.directory)
+    headers = {"X-Dashboard-Token": token}
+    for answer in (
+        client.post(f"/api/jobs/{filled.ready}/bury", headers=headers),
+        client.post("/api/purge", headers=headers, json={"queue": "mail"}),
+    ):
+        assert answer.status_code == 503
+        assert "deleted or moved" in answer.json()["error"]
+
+
 def test_an_unexpected_error_is_not_frameable_either(
     filled: Filled, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -196,12 +196,15 @@ def create_app(
                 return answer
             assert writer is not None
             job_id: int = request.path_params["job_id"]
-            row = admin.job(writer, job_id)  # None for an id out of range, too
-            if row is None:
-                return JSONResponse({"error": f"no job {job_id}"}, status_code=404)
-            if not act(job_id):
-                message = not_done.format(id=job_id, state=row.state)
-                return JSONResponse({"error": message}, status_code=409)
+            try:
+                row = admin.job(writer, job_id)  # None for an id out of range, too
+                if row is None:
+                    return JSONResponse({"error": f"no job {job_id}"}, status_code=404)
+                if not act(job_id):
+                    message = not_done.format(id=job_id, state=row.state)
+                    return JSONResponse({"error": message}, status_code=409)
+            except (CacheError, OSError) as error:
+                return JSONResponse({"error": _unavailable(path, error)}, status_code=503)
             return JSONResponse({"ok": True, "message": done.format(id=job_id, queue=row.queue)})
 
         return endpoint
@@ -228,7 +231,10 @@ def create_app(
             return JSONResponse({"error": 'send {"queue": NAME}'}, status_code=400)
         from starlette.concurrency import run_in_threadpool
 
-        purged = await run_in_threadpool(admin.purge_dead, writer, queue)
+        try:
+            purged = await run_in_threadpool(admin.purge_dead, writer, queue)
+        except (CacheError, OSError) as error:
+            return JSONResponse({"error": _unavailable(path, error)}, status_code=503)
         return JSONResponse(
             {"ok": True, "purged": purged, "message": f"deleted {purged} dead jobs of {queue!r}"}
         )
