@@ -9,6 +9,7 @@ Everything here reads, except the calls whose names say they change something
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import os
 import re
@@ -29,6 +30,7 @@ __all__ = [
     "QueueRow",
     "Unreadable",
     "bury_job",
+    "claim_count",
     "claims",
     "info",
     "job",
@@ -46,6 +48,14 @@ __all__ = [
 ]
 
 JobState = Literal["ready", "scheduled", "leased", "dead"]
+
+#: Job ids are SQLite rowids: no job has an id above this (nor below 1).
+_MAX_JOB_ID = 2**63 - 1
+
+
+def _no_such_id(job_id: int) -> bool:
+    # An id the engine could not even be asked about (it takes 64-bit ids) names no job.
+    return not 0 < job_id <= _MAX_JOB_ID
 
 
 def open_cache(
@@ -84,7 +94,9 @@ class QueueRow:
 @dataclass(frozen=True)
 class JobRow:
     """A job as an operator sees it. ``state`` tells a ready job that may run now
-    (``ready``) from one waiting for its delay or retry (``scheduled``)."""
+    (``ready``) from one waiting for its delay or retry (``scheduled``). ``value`` is text:
+    in a listing, a preview built from the stored bytes without decoding them (D-046); from
+    :func:`job`, the decoded value's repr in full."""
 
     id: int
     queue: str
@@ -233,9 +245,13 @@ def keys(cache: Cache, *, prefix: str | None = None, limit: int | None = 100) ->
     return list(itertools.islice(_readable_keys(cache, cache.iterkeys(prefix=prefix)), limit))
 
 
-def job_queues(cache: Cache) -> list[str]:
-    """The names of the job queues in the directory (those holding jobs in any state)."""
-    return cache._job_queues()
+def job_queues(cache: Cache, *, after: str | None = None, limit: int | None = None) -> list[str]:
+    """The names of the job queues in the directory (those holding jobs in any state),
+    sorted: those after ``after``, at most ``limit`` (None: all)."""
+    names = cache._job_queues()
+    if after is not None:
+        names = names[bisect.bisect_right(names, after) :]
+    return names if limit is None else names[:limit]
 
 
 def _value_text(info: JobInfo, width: int | None = 60) -> str:
@@ -246,9 +262,13 @@ def _value_text(info: JobInfo, width: int | None = 60) -> str:
     return text if width is None or len(text) <= width else text[: width - 1] + "…"
 
 
-def _job_row(info: JobInfo, now: float, width: int | None = 60) -> JobRow:
+def _job_row(
+    info: JobInfo, now: float, width: int | None = 60, listed: JobState | None = None
+) -> JobRow:
     state: JobState
-    if info.state == "ready":
+    if listed is not None:  # the engine chose it, at its own clock's now
+        state = listed
+    elif info.state == "ready":
         state = "ready" if info.due <= now else "scheduled"
     else:
         state = info.state
@@ -263,47 +283,51 @@ def _job_row(info: JobInfo, now: float, width: int | None = 60) -> JobRow:
         lease_age=None if info.taken is None else max(0.0, now - info.taken),
         error=info.error,
         unique=info.unique,
-        value=_value_text(info, width),
+        value=info.preview if info.preview is not None else _value_text(info, width),
     )
 
 
 def jobs(
-    cache: Cache, queue: str, state: JobState | None = None, *, limit: int = 100, after: int = 0
+    cache: Cache,
+    queue: str,
+    state: JobState | None = None,
+    *,
+    limit: int = 100,
+    after: int = 0,
+    width: int = 60,
 ) -> list[JobRow]:
     """The jobs of ``queue`` (in ``state``, or all), by id, at most ``limit`` after id
-    ``after``. ``scheduled`` are the ready jobs not yet due."""
-    engine_state: Literal["ready", "leased", "dead"] | None = (
-        "ready" if state in ("ready", "scheduled") else state  # type: ignore[assignment]
-    )
+    ``after``. ``scheduled`` are the ready jobs not yet due. Each value is a preview at most
+    ``width`` characters wide, built from the first few KiB of its stored bytes: nothing is
+    decoded or unpickled, whatever the value's size. One engine call, the state chosen in
+    SQL: the cost is the page's, not the queue's."""
+    if after >= _MAX_JOB_ID:
+        return []
     now = time.time()
-    found: list[JobRow] = []
-    cursor = after
-    while len(found) < limit:
-        batch = cache._job_list(queue, engine_state, cursor, limit)
-        if not batch:
-            break
-        cursor = batch[-1].id
-        found.extend(
-            row
-            for row in (_job_row(info, now) for info in batch)
-            if state is None or row.state == state
-        )
-    return found[:limit]
+    found = cache._job_list(queue, state, max(0, after), limit, preview=width)
+    return [_job_row(info, now, listed=state) for info in found]
 
 
 def job(cache: Cache, job_id: int) -> JobRow | None:
-    """One job by id, in any state, its value's text in full; None if there is none."""
+    """One job by id, in any state, its value's text in full; None if there is none (an id
+    out of range included)."""
+    if _no_such_id(job_id):
+        return None
     found = JobQueue(cache).get(job_id)
     return None if found is None else _job_row(found, time.time(), width=None)
 
 
 def retry_job(cache: Cache, job_id: int, *, delay: float = 0.0) -> bool:
     """Put a dead job back in its queue, its attempts reset. False if it is not dead."""
+    if _no_such_id(job_id):
+        return False
     return JobQueue(cache).requeue(job_id, delay=delay)
 
 
 def bury_job(cache: Cache, job_id: int, reason: str = "buried by an operator") -> bool:
     """Send a ready or leased job to the dead-letter list. False if it is absent or dead."""
+    if _no_such_id(job_id):
+        return False
     return cache._job_bury_any(job_id, reason)
 
 
@@ -312,11 +336,16 @@ def purge_dead(cache: Cache, queue: str) -> int:
     return cache._job_purge_dead(queue)
 
 
-def claims(cache: Cache, namespace: str | None = None) -> list[ClaimRow]:
-    """The live claims (of ``namespace``, or of every namespace)."""
+def claims(
+    cache: Cache, namespace: str | None = None, *, limit: int | None = None, offset: int = 0
+) -> list[ClaimRow]:
+    """The live claims (of ``namespace``, or of every namespace), by namespace and key: with
+    ``limit``, at most that many after the first ``offset`` (only those are read)."""
     now = time.time()
     rows = []
-    for ns, key, token, host, pid, acquired, expires in cache._claims_list(namespace):
+    for ns, key, token, host, pid, acquired, expires in cache._claims_list(
+        namespace, limit, offset
+    ):
         held = ClaimInfo(token, host, pid, acquired, expires)
         rows.append(
             ClaimRow(
@@ -330,6 +359,11 @@ def claims(cache: Cache, namespace: str | None = None) -> list[ClaimRow]:
             )
         )
     return rows
+
+
+def claim_count(cache: Cache, namespace: str | None = None) -> int:
+    """How many live claims there are (of ``namespace``, or of every namespace)."""
+    return cache._claims_count(namespace)
 
 
 def release_claim(cache: Cache, key: Any, namespace: str = "default") -> bool:
@@ -362,5 +396,5 @@ def info(cache: Cache) -> dict[str, Any]:
         "misses": misses,
         "queues": [asdict(row) for row in queues(cache)],
         "jobs": job_counts,
-        "claims": len(claims(cache)),
+        "claims": claim_count(cache),
     }

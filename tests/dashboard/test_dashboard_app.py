@@ -108,46 +108,108 @@ def test_allowed_hosts() -> None:
     assert allowed_hosts("192.0.2.7")[0] == "192.0.2.7"
 
 
-def test_no_other_site_may_frame_any_answer(client: TestClient, filled: Filled) -> None:
-    # Clickjacking: a page on another origin framed the dashboard and a click in the frame
-    # buried a job. Every answer, refusals and static files too, forbids framing.
-    for answer in (
+def assert_not_frameable(answer: Any) -> None:
+    assert answer.headers.get("x-frame-options") == "DENY", answer.request.url
+    policy = answer.headers.get("content-security-policy", "")
+    assert "frame-ancestors 'none'" in policy, answer.request.url
+
+
+def test_no_response_can_be_framed(acting: tuple[TestClient, str], filled: Filled) -> None:
+    client, token = acting
+    headers = {"X-Dashboard-Token": token}
+    answers = [
         client.get("/"),
         client.get("/api/state"),
         client.get("/static/dashboard.js"),
-        client.post(f"/api/jobs/{filled.ready}/bury"),
-    ):
-        assert answer.headers["x-frame-options"] == "DENY"
-        assert "frame-ancestors 'none'" in answer.headers["content-security-policy"]
-        assert answer.headers["x-content-type-options"] == "nosniff"
+        client.get("/no/such/page"),
+        client.get(f"/api/jobs/{filled.dead}/retry"),  # 405
+        client.get("/api/state", headers={"Host": "attacker.example"}),  # 400
+        client.post(f"/api/jobs/{filled.dead}/retry"),  # 403: no token
+        client.post("/api/jobs/999/bury", headers=headers),  # 404
+        client.post("/api/purge", headers=headers, content=b"nope"),  # 400
+    ]
+    assert sorted({a.status_code for a in answers}) == [200, 400, 403, 404, 405]
+    for answer in answers:
+        assert_not_frameable(answer)
 
 
-def test_a_job_id_out_of_range_is_not_found(acting: tuple[TestClient, str]) -> None:
+def test_an_out_of_range_job_id_is_not_found(
+    acting: tuple[TestClient, str], filled: Filled
+) -> None:
     client, token = acting
     headers = {"X-Dashboard-Token": token}
-    for job_id in ("99999999999999999999999", str(2**63)):
-        answer = client.post(f"/api/jobs/{job_id}/bury", headers=headers)
-        assert answer.status_code == 404 and "no job" in answer.json()["error"]
+    for path in (
+        "/api/jobs/99999999999999999999999/bury",
+        "/api/jobs/99999999999999999999999/retry",
+        f"/api/jobs/{2**63}/bury",
+    ):
+        answer = client.post(path, headers=headers)
+        assert answer.status_code == 404, path
+        assert answer.json()["error"].startswith("no job 9")
+    assert client.get("/api/job/99999999999999999999999").status_code == 404
+    with admin.open_cache(filled.directory) as cache:
+        assert admin.job(cache, 2**70) is None
+        assert admin.job(cache, -1) is None
+        assert admin.bury_job(cache, 2**70) is False
 
 
 def test_the_read_only_state_carries_no_claim_tokens(
     client: TestClient, acting: tuple[TestClient, str], filled: Filled
 ) -> None:
-    read_only = client.get("/api/state")
-    assert filled.claim_token not in read_only.text
+    answer = client.get("/api/state")
+    (claim,) = answer.json()["claims"]
+    assert claim["key"] == repr(filled.claim_key) and "token" not in claim
+    assert filled.claim_token not in answer.text
     assert filled.claim_token not in client.get("/").text
-    assert all("token" not in claim for claim in read_only.json()["claims"])
+    # With actions on, the operator may see who holds what.
     acting_client, _ = acting
     assert acting_client.get("/api/state").json()["claims"][0]["token"] == filled.claim_token
 
 
-def test_a_directory_deleted_while_serving_is_reported(filled: Filled) -> None:
+def test_a_deleted_directory_is_reported_not_raised(filled: Filled) -> None:
     import shutil
 
     with TestClient(create_app(filled.directory), **HOST) as client:
         assert client.get("/api/state").status_code == 200
         shutil.rmtree(filled.directory)
         answer = client.get("/api/state")
-        assert answer.status_code == 410 and "is gone" in answer.json()["error"]
+        assert answer.status_code == 503
+        error = answer.json()["error"]
+        assert str(filled.directory) in error and "deleted or moved" in error
         page = client.get("/")
-        assert page.status_code == 410 and "is gone" in page.text
+        assert page.status_code == 503
+        assert "deleted or moved" in page.text and "Traceback" not in page.text
+        assert_not_frameable(page)
+
+
+def test_an_action_on_a_deleted_directory_says_so(
+    acting: tuple[TestClient, str], filled: Filled
+) -> None:
+    import shutil
+
+    client, token = acting
+    shutil.rmtree(filled.directory)
+    headers = {"X-Dashboard-Token": token}
+    for answer in (
+        client.post(f"/api/jobs/{filled.ready}/bury", headers=headers),
+        client.post("/api/purge", headers=headers, json={"queue": "mail"}),
+    ):
+        assert answer.status_code == 503
+        assert "deleted or moved" in answer.json()["error"]
+
+
+def test_an_unexpected_error_is_not_frameable_either(
+    filled: Filled, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import diskcache_oxide.dashboard as dashboard
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(dashboard, "snapshot", broken)
+    app = create_app(filled.directory)
+    with TestClient(app, raise_server_exceptions=False, **HOST) as client:
+        answer = client.get("/api/state")
+    assert answer.status_code == 500
+    assert answer.json() == {"error": "the dashboard failed: RuntimeError; its log says more"}
+    assert_not_frameable(answer)

@@ -4,18 +4,22 @@ with ``--allow-actions``. Screenshots go to target/dashboard-artifacts/."""
 
 from __future__ import annotations
 
+import http.server
 import json
+import shutil
 import socket
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cli_support import Filled
 from diskcache_oxide import Cache, JobQueue, admin
+from diskcache_oxide.claims import Claims
 
 pytestmark = pytest.mark.slow
 
@@ -217,15 +221,9 @@ def test_actions_with_the_flag(page: Any, filled: Filled, serve: Any, artifacts:
     with admin.open_cache(filled.directory) as cache:
         retried = admin.job(cache, filled.dead)
         assert retried is not None and retried.state == "ready" and retried.attempts == 0
-    # Bury a queued job: it moves to the dead letters, with the reason as its error.
+    # Bury a queued job, after the page asks: it moves to the dead letters, with the reason
+    # as its error.
     ready = job_row(page, "mail", "ready", filled.ready)
-    # The page asks first; dismissed, nothing is buried.
-    click(page, f"{ready} button.bury")
-    wait_for("the confirmation", lambda: page.switch_to.alert)
-    page.switch_to.alert.dismiss()
-    with admin.open_cache(filled.directory) as cache:
-        kept = admin.job(cache, filled.ready)
-        assert kept is not None and kept.state == "ready"
     click(page, f"{ready} button.bury")
     wait_for("the confirmation", lambda: page.switch_to.alert)
     page.switch_to.alert.accept()
@@ -247,41 +245,148 @@ def test_actions_with_the_flag(page: Any, filled: Filled, serve: Any, artifacts:
         assert admin.info(cache)["jobs"]["mail"]["dead"] == 0
 
 
-def test_another_site_cannot_frame_the_dashboard(page: Any, filled: Filled, serve: Any) -> None:
-    # Clickjacking: a page on another origin (another port) frames the dashboard running with
-    # --allow-actions, hoping the operator clicks inside the frame. The browser must refuse to
-    # show the dashboard in the frame at all, so there is nothing to click.
-    import http.server
-    import threading
+@pytest.fixture
+def other_site(tmp_path: Path) -> Iterator[Callable[[str], str]]:
+    """``other_site(url)``: the address of a page on another origin (a second local HTTP
+    server, on another port) that frames ``url`` full size, as a clickjacking page would."""
+    root = tmp_path / "other-site"
+    root.mkdir()
 
-    from selenium.webdriver.common.by import By
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, directory=str(root), **kwargs)
 
-    server = serve(filled.directory, "--allow-actions")
-    framing = f'<html><body><iframe id="f" src="{server.url}" width="900" height="700"></iframe>'
-
-    class Attacker(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.end_headers()
-            self.wfile.write(framing.encode())
-
-        def log_message(self, *args: Any) -> None:
+        def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    attacker = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Attacker)
-    threading.Thread(target=attacker.serve_forever, daemon=True).start()
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+
+    def page_framing(url: str) -> str:
+        (root / "frame.html").write_text(
+            "<!doctype html><title>another site</title>"
+            f'<iframe id="victim" src="{url}" width="1240" height="900"></iframe>'
+        )
+        return f"http://127.0.0.1:{httpd.server_address[1]}/frame.html"
+
     try:
-        page.get(f"http://127.0.0.1:{attacker.server_address[1]}/")
-        time.sleep(1.5)  # the frame's load, refused or not
-        page.switch_to.frame(page.find_element(By.ID, "f"))
-        try:
-            assert page.find_elements(By.CSS_SELECTOR, "#dashboard") == []
-            assert page.find_elements(By.CSS_SELECTOR, "button.bury") == []
-        finally:
-            page.switch_to.default_content()
+        yield page_framing
     finally:
-        attacker.shutdown()
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=10)
+
+
+def framed_document(page: Any) -> str:
+    """Inside the frame: 'dashboard' once the dashboard drew itself there, 'refused' once
+    the browser put its error page in its place, '' while it loads."""
+    return str(
+        page.execute_script(
+            "if (document.readyState !== 'complete') return '';"
+            "if (location.href.startsWith('chrome-error:')) return 'refused';"
+            "const d = document.getElementById('dashboard');"
+            "return d && d.dataset.drawn ? 'dashboard' : '';"
+        )
+    )
+
+
+def test_another_site_cannot_frame_the_dashboard(
+    page: Any, filled: Filled, serve: Any, other_site: Callable[[str], str]
+) -> None:
+    server = serve(filled.directory, "--allow-actions")
+    page.get(other_site(server.url))
+    frame = wait_for("the frame", lambda: css(page, "#victim"))
+    page.switch_to.frame(frame)
+    try:
+        seen = wait_for("the frame to load or be refused", lambda: framed_document(page))
+        # The click a clickjacking page tricks its visitor into, on whatever the frame shows.
+        for button in all_css(page, "button.bury"):
+            button.click()
+            try:
+                page.switch_to.alert.accept()
+            except Exception:  # no question asked
+                pass
+    finally:
+        page.switch_to.default_content()
+    assert seen == "refused", "the dashboard was drawn inside another site's frame"
+    with admin.open_cache(filled.directory) as cache:
+        row = admin.job(cache, filled.ready)
+        assert row is not None and row.state == "ready", "a job was buried from the frame"
+        assert admin.info(cache)["jobs"]["mail"]["dead"] == 1
+
+
+def test_bury_and_purge_ask_first(page: Any, filled: Filled, serve: Any) -> None:
+    server = serve(filled.directory, "--allow-actions")
+    open_dashboard(page, server.url)
+    ready = job_row(page, "mail", "ready", filled.ready)
+    click(page, f"{ready} button.bury")
+    question = wait_for("the question", lambda: page.switch_to.alert)
+    assert f"job {filled.ready}" in question.text and "'mail'" in question.text
+    question.dismiss()
+    click(page, 'article[data-job-queue="mail"] button.purge')
+    wait_for("the question", lambda: page.switch_to.alert).dismiss()
+    # Two redraws later nothing was sent: the job is still queued, the dead job still there.
+    for _ in range(2):
+        drawn = attr(page, "#dashboard", "data-drawn")
+        wait_for("a redraw", lambda d=drawn: attr(page, "#dashboard", "data-drawn") != d)
+    assert all_css(page, ready) and all_css(page, job_row(page, "mail", "dead", filled.dead))
     with admin.open_cache(filled.directory) as cache:
         row = admin.job(cache, filled.ready)
         assert row is not None and row.state == "ready"
+        assert admin.info(cache)["jobs"]["mail"]["dead"] == 1
+
+
+def test_a_deleted_directory_says_so_on_the_page(
+    page: Any, filled: Filled, serve: Any, artifacts: Path
+) -> None:
+    server = serve(filled.directory)
+    open_dashboard(page, server.url)
+    assert not fresh(lambda: css(page, "#problem").is_displayed())
+    shutil.rmtree(filled.directory)
+    wait_for("the message", lambda: "deleted or moved" in text(page, "#problem"))
+    assert str(filled.directory) in text(page, "#problem")
+    assert text(page, "#live") == "offline"
+    screenshot(page, artifacts / "dashboard-directory-gone.png")
+    # A reload shows the same message, not an error page.
+    page.get(server.url)
+    wait_for("the message", lambda: "deleted or moved" in text(page, "#problem"))
+    assert "Traceback" not in page.page_source
+
+
+def test_long_lists_are_paged_on_the_page(
+    page: Any, tmp_path: Path, serve: Any, artifacts: Path
+) -> None:
+    directory = tmp_path / "lists"
+    with Cache(str(directory)) as cache:
+        with cache.transact():
+            for n in range(120):
+                cache.push(n, prefix=f"pq-{n:03}")
+            for n in range(25):
+                JobQueue(cache, f"jq-{n:02}").put(n)
+        claims = Claims(cache)
+        for n in range(120):
+            assert claims.try_acquire(f"key-{n:03}", lease=600) is not None
+    server = serve(directory)
+    open_dashboard(page, server.url)
+    assert len(all_css(page, "#queues tbody tr")) == 50
+    assert "1–50 of 120" in text(page, "#queues .pager")
+    assert len(all_css(page, "#jobs article.job-queue")) == 10
+    assert "1–10 of 25" in text(page, "#jobs .pager")
+    assert len(all_css(page, "#claims tbody tr")) == 50
+    assert attr(page, '[data-stat="queues"]', "data-value") == "120"
+    assert attr(page, '[data-stat="job-queues"]', "data-value") == "25"
+    screenshot(page, artifacts / "dashboard-paged.png")
+    click(page, "#queues .pager a.next")
+    wait_for("the second page", lambda: "51–100 of 120" in text(page, "#queues .pager"))
+    assert attr(page, "#queues tbody tr", "data-queue") == "pq-050"
+    click(page, "#jobs .pager a.next")
+    wait_for("the second page", lambda: "11–20 of 25" in text(page, "#jobs .pager"))
+    assert attr(page, "#jobs article.job-queue", "data-job-queue") == "jq-10"
+    # The other list stayed on its page, and it lives on through the polls.
+    assert "51–100 of 120" in text(page, "#queues .pager")
+    drawn = attr(page, "#dashboard", "data-drawn")
+    wait_for("a redraw", lambda: attr(page, "#dashboard", "data-drawn") != drawn)
+    assert attr(page, "#queues tbody tr", "data-queue") == "pq-050"
+    click(page, "#queues .pager a.first")
+    wait_for("the first page", lambda: "1–50 of 120" in text(page, "#queues .pager"))

@@ -592,6 +592,24 @@ impl CacheCore {
         run(py, false, || cache.contains(&k))
     }
 
+    /// A short repr-like text of the live value under `key`, at most `width` characters, for
+    /// the operator's tools (D-046): built from at most the first few KiB of its stored bytes,
+    /// never decoded or unpickled, and without counting a hit or touching its access time.
+    /// None if the key is absent or expired. A damaged value is described, not raised.
+    #[pyo3(signature = (key, width=60))]
+    fn _preview(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        width: i64,
+    ) -> PyResult<Option<String>> {
+        let width = crate::jobs::preview_width(Some(width))?.unwrap_or(1);
+        let h = self.h()?;
+        let k = key_from_py(py, key, &h.ctx())?;
+        let cache = &*h.cache;
+        run(py, false, || cache.preview(&k, width))
+    }
+
     /// Remove the entry under `key` and return its value, or `default` if it is absent or
     /// expired. `expire_time=True` and `tag=True` return them beside the value, as `get` does.
     #[pyo3(signature = (key, default=None, expire_time=Flag(false), tag=Flag(false), retry=Flag(false)), text_signature = "(self, key, default=None, expire_time=False, tag=False, retry=False)")]

@@ -97,18 +97,22 @@ impl CacheCore {
     }
 
     /// The live claims of `namespace` (or of every namespace), as
-    /// `(namespace, key, token, host, pid, acquired, expires)`.
-    #[pyo3(signature = (namespace=None))]
+    /// `(namespace, key, token, host, pid, acquired, expires)`, by namespace and key; with
+    /// `limit`, at most that many after skipping `offset` (an operator's page, D-046).
+    #[pyo3(signature = (namespace=None, limit=None, offset=0))]
     fn _claims_list<'py>(
         &self,
         py: Python<'py>,
         namespace: Option<&str>,
+        limit: Option<usize>,
+        offset: usize,
     ) -> PyResult<Vec<Bound<'py, PyAny>>> {
         let h = self.h()?;
         let cache = &*h.cache;
-        let found = run(py, true, || match namespace {
-            Some(ns) => cache.claims(ns).list(),
-            None => cache.all_claims(),
+        let found = run(py, true, || match (namespace, limit, offset) {
+            (Some(ns), None, 0) => cache.claims(ns).list(),
+            (None, None, 0) => cache.all_claims(),
+            (ns, limit, offset) => cache.claims_page(ns, offset, limit.unwrap_or(usize::MAX)),
         })?;
         found
             .into_iter()
@@ -128,6 +132,13 @@ impl CacheCore {
                     .map(Bound::into_any)
             })
             .collect()
+    }
+
+    /// How many live claims there are (of `namespace`, or of every namespace).
+    #[pyo3(signature = (namespace=None))]
+    fn _claims_count(&self, py: Python<'_>, namespace: Option<&str>) -> PyResult<u64> {
+        let cache = &*self.h()?.cache;
+        run(py, true, || cache.claims_count(namespace))
     }
 
     /// Wait, with the GIL released, until `key`'s claim in `namespace` is free (released, or

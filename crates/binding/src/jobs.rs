@@ -13,9 +13,10 @@ use crate::core::CacheCore;
 use crate::core::{run, Handle};
 use crate::errors::Exc;
 use crate::queue::{classify, decode_stored, wait_loop, CountArg, Decoded, WaitArg};
+use diskcache_oxide_engine::value::PREVIEW_MAX_WIDTH;
 use diskcache_oxide_engine::{
-    pass_delay, JobInfo as Info, JobOptions, JobState, JobValueError, StoredValue, TakeVerdict,
-    ValueRef,
+    pass_delay, JobInfo as Info, JobOptions, JobState, JobValueError, ListState, ListValues,
+    StoredValue, TakeVerdict, ValueRef,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -71,6 +72,21 @@ fn value_error(py: Python<'_>, e: &JobValueError) -> PyErr {
     match e {
         JobValueError::Corrupt(_) => Exc::CorruptValue.err(py, e.to_string()),
         JobValueError::Unreadable(_) => Exc::CacheError.err(py, e.to_string()),
+        JobValueError::NotRead => PyValueError::new_err(
+            "this JobInfo was listed with a preview, so its value was not read: read the \
+             job by its id (JobQueue.get) for its value, or use its preview",
+        ),
+    }
+}
+
+/// A preview's width from Python: None, or 1 to the engine's widest.
+pub(crate) fn preview_width(width: Option<i64>) -> PyResult<Option<usize>> {
+    match width {
+        None => Ok(None),
+        Some(w) if (1..=PREVIEW_MAX_WIDTH as i64).contains(&w) => Ok(Some(w as usize)),
+        Some(w) => Err(PyValueError::new_err(format!(
+            "preview: a width of 1 to {PREVIEW_MAX_WIDTH} characters, or None, not {w}"
+        ))),
     }
 }
 
@@ -329,6 +345,10 @@ pub(crate) struct JobInfo {
     /// (seconds since the epoch); otherwise None.
     #[pyo3(get)]
     taken: Option<f64>,
+    /// For a job listed with a preview (the operator's tools, D-046): a short repr-like text
+    /// of its value, built without reading it whole or decoding it; otherwise None.
+    #[pyo3(get)]
+    preview: Option<String>,
     /// The decoded value, or the exception decoding it raised.
     value: Result<Py<PyAny>, Py<PyAny>>,
 }
@@ -355,6 +375,7 @@ impl JobInfo {
             error: info.error,
             unique: info.unique,
             taken: None,
+            preview: None,
             value: value.map_err(|e| e.into_value(py).into_any()),
         }
     }
@@ -395,9 +416,10 @@ impl JobInfo {
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let r = |v: Bound<'_, PyAny>| -> PyResult<String> { Ok(v.repr()?.to_string()) };
-        let value = match &self.value {
-            Ok(v) => r(v.bind(py).clone())?,
-            Err(e) => format!("<unreadable: {}>", e.bind(py).get_type().name()?),
+        let value = match (&self.value, &self.preview) {
+            (Ok(v), _) => r(v.bind(py).clone())?,
+            (Err(_), Some(text)) => format!("<not read; preview: {text}>"),
+            (Err(e), None) => format!("<unreadable: {}>", e.bind(py).get_type().name()?),
         };
         Ok(format!(
             "JobInfo(id={}, queue={}, state={}, due={}, attempts={}, max_attempts={}, \
@@ -712,7 +734,12 @@ impl CacheCore {
 
     /// Up to `limit` jobs of `queue` after id `after`, in `state` (`'ready'`, `'leased'`,
     /// `'dead'`, or None for all), as `JobInfo`s with `taken` set for leased ones.
-    #[pyo3(signature = (queue, state=None, after=0, limit=100))]
+    /// A queue's jobs for an operator (D-046): in `state` (`'ready'`: ready and due now;
+    /// `'scheduled'`: ready, due later; `'leased'`; `'dead'`; None: all), by id after
+    /// `after`, at most `limit`, the state chosen in SQL. With `preview=WIDTH` each value is
+    /// left unread and the JobInfo carries a preview at most WIDTH characters wide instead
+    /// (its `value` then raises `ValueError`).
+    #[pyo3(signature = (queue, state=None, after=0, limit=100, preview=None))]
     fn _job_list(
         &self,
         py: Python<'_>,
@@ -720,26 +747,35 @@ impl CacheCore {
         state: Option<&str>,
         after: i64,
         limit: usize,
+        preview: Option<i64>,
     ) -> PyResult<Vec<JobInfo>> {
         let state = match state {
             None => None,
-            Some("ready") => Some(JobState::Ready),
-            Some("leased") => Some(JobState::Leased),
-            Some("dead") => Some(JobState::Dead),
+            Some("ready") => Some(ListState::Ready),
+            Some("scheduled") => Some(ListState::Scheduled),
+            Some("leased") => Some(ListState::Leased),
+            Some("dead") => Some(ListState::Dead),
             Some(other) => {
                 return Err(PyValueError::new_err(format!(
-                    "state must be 'ready', 'leased', 'dead' or None, not {other:?}"
+                    "state must be 'ready', 'scheduled', 'leased', 'dead' or None, not {other:?}"
                 )))
             }
         };
+        let values = match preview_width(preview)? {
+            Some(width) => ListValues::Preview(width),
+            None => ListValues::Load,
+        };
         let h = self.h()?;
         let cache = &*h.cache;
-        let rows = run(py, false, || cache.jobs().list(queue, state, after, limit))?;
+        let rows = run(py, false, || {
+            cache.jobs().list(queue, state, after, limit, values)
+        })?;
         Ok(rows
             .into_iter()
             .map(|listed| {
                 let mut info = JobInfo::from_engine(py, listed.info, h.pickle);
                 info.taken = listed.taken;
+                info.preview = listed.preview;
                 info
             })
             .collect())

@@ -53,7 +53,35 @@ impl Cache {
 
     /// Every live claim in the directory, by namespace and then key.
     pub fn all_claims(&self) -> Result<Vec<ListedClaim>> {
-        list(self, None)
+        list(self, None, 0, None)
+    }
+
+    /// A page of the live claims (of `namespace`, or of every namespace), in
+    /// [`Cache::all_claims`]' order: at most `limit` after skipping `offset`. For an
+    /// operator's page (D-046): only the claims on it are read into keys.
+    pub fn claims_page(
+        &self,
+        namespace: Option<&str>,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<ListedClaim>> {
+        list(self, namespace, offset, Some(limit))
+    }
+
+    /// How many live claims there are (of `namespace`, or of every namespace).
+    pub fn claims_count(&self, namespace: Option<&str>) -> Result<u64> {
+        let found = self.read(|db| {
+            db.prepare_cached(
+                "SELECT COUNT(*) FROM claims WHERE expires > ?1 AND (?2 IS NULL OR namespace = ?2)",
+            )
+            .and_then(|mut st| st.query_row(params![now(), namespace], |r| r.get::<_, i64>(0)))
+            .ctx("counting claims")
+        });
+        match found {
+            Ok(n) => Ok(n.max(0) as u64),
+            Err(e) if missing_table(&e) => Ok(0),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -83,16 +111,25 @@ fn missing_table(e: &Error) -> bool {
     matches!(e, Error::Sqlite { source, .. } if source.to_string().contains("no such table: claims"))
 }
 
-fn list(cache: &Cache, namespace: Option<&str>) -> Result<Vec<ListedClaim>> {
+fn list(
+    cache: &Cache,
+    namespace: Option<&str>,
+    offset: usize,
+    limit: Option<usize>,
+) -> Result<Vec<ListedClaim>> {
+    // SQLite takes a negative LIMIT as none.
+    let limit = limit.map_or(-1, |n| n.min(i64::MAX as usize) as i64);
+    let offset = offset.min(i64::MAX as usize) as i64;
     let found = cache.read(|db| {
         let mut st = db
             .prepare_cached(&format!(
                 "SELECT namespace, key, raw, {COLUMNS} FROM claims \
-                 WHERE expires > ?1 AND (?2 IS NULL OR namespace = ?2) ORDER BY namespace, key, raw"
+                 WHERE expires > ?1 AND (?2 IS NULL OR namespace = ?2) ORDER BY namespace, key, raw \
+                 LIMIT ?3 OFFSET ?4"
             ))
             .ctx("listing claims")?;
         let rows = st
-            .query_map(params![now(), namespace], |r| {
+            .query_map(params![now(), namespace, limit, offset], |r| {
                 Ok((
                     r.get::<_, String>(0)?,
                     key_from(r.get_ref(1)?, r.get(2)?),
@@ -221,6 +258,6 @@ impl Claims<'_> {
 
     /// This namespace's live claims, by key.
     pub fn list(&self) -> Result<Vec<ListedClaim>> {
-        list(self.cache, Some(self.namespace))
+        list(self.cache, Some(self.namespace), 0, None)
     }
 }

@@ -474,6 +474,34 @@ impl ValueFiles {
         Ok(Found::Yes(data))
     }
 
+    /// The first `max` bytes (or fewer, if shorter) of a value file its row says is `expected`
+    /// bytes long, for a preview (D-046): opened and checked as for a whole read (a regular file
+    /// of that length, no link followed), but the checksum is not checked, since it covers
+    /// bytes not read. The caller checks it when it got them all.
+    pub(crate) fn read_prefix(
+        &self,
+        name: &str,
+        expected: i64,
+        max: usize,
+    ) -> Result<Found<Vec<u8>>> {
+        let f = match self.open_file(name, expected)? {
+            Found::Yes(f) => f,
+            Found::Missing => return Ok(Found::Missing),
+        };
+        let want = (expected as u64).min(max as u64) as usize;
+        let mut data = vec![0u8; want];
+        let mut at = 0;
+        while at < want {
+            match f.read_at(&mut data[at..], at as u64) {
+                Ok(0) => return Err(changed_error(name)),
+                Ok(n) => at += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Error::io("reading a value file", Some(self.path(name)), e)),
+            }
+        }
+        Ok(Found::Yes(data))
+    }
+
     /// Read a value file into `buf`, which must be exactly as long as the file, and check its
     /// checksum.
     pub(crate) fn read_into(&self, name: &str, crc: u32, buf: &mut [u8]) -> Result<Found<()>> {

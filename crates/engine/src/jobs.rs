@@ -6,11 +6,12 @@
 //! finishing, failing, extending or releasing a job names the lease it holds, so a worker whose
 //! lease expired and was taken over cannot touch the new holder's job.
 
-use crate::cache::{now, Cache, Prepared, ValueColumns};
+use crate::cache::{now, Cache, Prepared, PreviewColumns, ValueColumns, PREVIEW_COLUMNS};
 use crate::error::SqlContext;
 use crate::files::Found;
 use crate::statements::Db;
 use crate::stored::{StoredValue, ValueRef};
+use crate::value::PREVIEW_MAX_WIDTH;
 use crate::{Error, Result};
 use rusqlite::{params, OptionalExtension};
 
@@ -79,6 +80,8 @@ pub enum JobValueError {
     Corrupt(String),
     /// Its value file could not be read for another reason (I/O, permissions).
     Unreadable(String),
+    /// It was not read: the job was listed with a preview ([`ListValues::Preview`]).
+    NotRead,
 }
 
 impl std::fmt::Display for JobValueError {
@@ -86,6 +89,10 @@ impl std::fmt::Display for JobValueError {
         match self {
             JobValueError::Corrupt(m) => write!(f, "corrupt value: {m}"),
             JobValueError::Unreadable(m) => write!(f, "{m}"),
+            JobValueError::NotRead => write!(
+                f,
+                "the value was not read: the job was listed with a preview (read one job to get it)"
+            ),
         }
     }
 }
@@ -118,10 +125,35 @@ pub struct JobInfo {
 /// A job as [`Jobs::list`] shows it to an operator.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListedJob {
+    /// The job; with [`ListValues::Preview`], its `value` is [`JobValueError::NotRead`].
     pub info: JobInfo,
     /// For a leased job, when its current lease was taken (seconds since the epoch); `None`
     /// otherwise, or for a lease taken by a build before this column.
     pub taken: Option<f64>,
+    /// With [`ListValues::Preview`], the value's preview ([`crate::value::preview`]).
+    pub preview: Option<String>,
+}
+
+/// Which of a queue's jobs [`Jobs::list`] lists. `Ready` and `Scheduled` split the ready jobs
+/// by whether they are due now, as [`JobCounts`] does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListState {
+    /// Ready and due: a take would get them now.
+    Ready,
+    /// Ready, but not due yet (delayed, or waiting to retry).
+    Scheduled,
+    Leased,
+    Dead,
+}
+
+/// What [`Jobs::list`] does with each job's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListValues {
+    /// Load it whole (a value file is read and checked).
+    Load,
+    /// Leave it unread and give a preview at most this many characters wide, built from at
+    /// most the first [`crate::value::PREVIEW_BYTES`] of it.
+    Preview(usize),
 }
 
 /// Jobs of one queue by state.
@@ -498,19 +530,22 @@ impl Jobs<'_> {
     }
 
     /// A queue's jobs for an operator: in `state` (all states if `None`), by id after `after`,
-    /// at most `limit`; each with when its current lease was taken, for a leased job (D-046).
+    /// at most `limit`; each with when its current lease was taken, for a leased job, and its
+    /// value loaded or previewed as `values` says (D-046).
+    ///
+    /// The state is chosen in SQL: the ids come from the `jobs_due` index alone (which holds
+    /// queue, state, due and id), so a page reads at most `limit` rows of the table whatever
+    /// the queue holds, and only the index entries of the state asked for (the same entries
+    /// [`Jobs::counts`] counts).
     pub fn list(
         &self,
         queue: &str,
-        state: Option<JobState>,
+        state: Option<ListState>,
         after: i64,
         limit: usize,
+        values: ListValues,
     ) -> Result<Vec<ListedJob>> {
-        let state = state.map(|s| match s {
-            JobState::Ready => READY,
-            JobState::Leased => LEASED,
-            JobState::Dead => DEAD,
-        });
+        let limit = limit.min(i64::MAX as usize) as i64;
         let rows = self.cache.read(|db| {
             // A directory made before the taken column, opened read-only, lists without it.
             let has_taken: bool = db
@@ -520,26 +555,51 @@ impl Jobs<'_> {
                     |r| r.get(0),
                 )
                 .ctx("listing jobs")?;
-            let taken = if has_taken { "taken" } else { "NULL" };
-            db.prepare_cached(&format!(
-                "SELECT {JOB_COLUMNS}, {taken} FROM jobs WHERE queue = ?1 AND (?2 IS NULL OR state = ?2) \
-                 AND id > ?3 ORDER BY id LIMIT CAST(?4 AS INTEGER)"
-            ))
-            .and_then(|mut st| {
-                st.query_map(params![queue, state, after, limit as i64], |r| {
-                    Ok((job_row(r)?, r.get::<_, Option<f64>>(15)?))
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()
-            })
-            .ctx("listing jobs")
+            let preview = matches!(values, ListValues::Preview(_));
+            let sql = list_sql(state, has_taken, preview);
+            let now = now();
+            let mut args: Vec<&dyn rusqlite::ToSql> = vec![&queue, &after, &limit];
+            if matches!(state, Some(ListState::Ready | ListState::Scheduled)) {
+                args.push(&now);
+            }
+            db.prepare_cached(&sql)
+                .and_then(|mut st| {
+                    st.query_map(args.as_slice(), |r| {
+                        // The taken column comes after the value's (see list_sql).
+                        Ok(if preview {
+                            let row = job_row_of(r, |r| PreviewColumns::from_row(r, VALUE_FROM))?;
+                            (
+                                ListedRow::Previewed(row),
+                                r.get::<_, Option<f64>>(VALUE_FROM + 6)?,
+                            )
+                        } else {
+                            (ListedRow::Loaded(job_row(r)?), r.get(VALUE_FROM + 5)?)
+                        })
+                    })?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+                })
+                .ctx("listing jobs")
         })?;
         Ok(rows
             .into_iter()
             .map(|(row, taken)| {
-                let leased = row.state == LEASED;
+                let (info, preview) = match row {
+                    ListedRow::Previewed(row) => {
+                        let (row, columns) = row.split();
+                        let width = match values {
+                            ListValues::Preview(width) => width,
+                            ListValues::Load => PREVIEW_MAX_WIDTH,
+                        };
+                        let text = self.cache.preview_columns(columns, width);
+                        (info_of(row, Err(JobValueError::NotRead)), Some(text))
+                    }
+                    ListedRow::Loaded(row) => (self.info_from(row), None),
+                };
+                let leased = info.state == JobState::Leased;
                 ListedJob {
-                    info: self.info_from(row),
+                    info,
                     taken: taken.filter(|_| leased),
+                    preview,
                 }
             })
             .collect())
@@ -627,31 +687,72 @@ impl Jobs<'_> {
     }
 
     fn info_from(&self, r: JobRow) -> JobInfo {
-        let value = self.value(r.id, r.stored);
-        JobInfo {
-            id: r.id,
-            queue: r.queue,
-            state: match r.state {
-                READY => JobState::Ready,
-                LEASED => JobState::Leased,
-                _ => JobState::Dead,
-            },
-            due: r.due,
-            attempts: r.attempts,
-            max_attempts: r.max_attempts,
-            created: r.created,
-            error: r.error,
-            unique: r.dedupe,
-            value,
-        }
+        let (r, stored) = r.split();
+        let value = self.value(r.id, stored);
+        info_of(r, value)
     }
+}
+
+fn info_of(r: JobRow<()>, value: Result<StoredValue, JobValueError>) -> JobInfo {
+    JobInfo {
+        id: r.id,
+        queue: r.queue,
+        state: match r.state {
+            READY => JobState::Ready,
+            LEASED => JobState::Leased,
+            _ => JobState::Dead,
+        },
+        due: r.due,
+        attempts: r.attempts,
+        max_attempts: r.max_attempts,
+        created: r.created,
+        error: r.error,
+        unique: r.dedupe,
+        value,
+    }
+}
+
+/// A row of [`Jobs::list`]: its value loaded, or its preview's columns.
+enum ListedRow {
+    Loaded(JobRow),
+    Previewed(JobRow<PreviewColumns>),
+}
+
+/// The columns of a job before its value's (the start of [`JOB_COLUMNS`]).
+const JOB_FIELDS: &str =
+    "id, queue, state, due, attempts, max_attempts, created, error, dedupe, lease";
+
+/// [`Jobs::list`]'s statement: `?1` queue, `?2` after, `?3` limit, `?4` now (for the states
+/// split by due time). The ids are chosen in a subquery that reads only the `jobs_due` index
+/// (`INDEXED BY`, so that the planner never walks the table by rowid instead, which reads
+/// every row of other queues or states it passes); the table is then read by id, `limit`
+/// rows at most. The subquery's sort holds only `limit` ids.
+fn list_sql(state: Option<ListState>, has_taken: bool, preview: bool) -> String {
+    let filter = match state {
+        None => "",
+        Some(ListState::Ready) => "AND state = 0 AND due <= ?4",
+        Some(ListState::Scheduled) => "AND state = 0 AND due > ?4",
+        Some(ListState::Leased) => "AND state = 1",
+        Some(ListState::Dead) => "AND state = 2",
+    };
+    let columns = if preview {
+        format!("{JOB_FIELDS}, {PREVIEW_COLUMNS}")
+    } else {
+        JOB_COLUMNS.to_owned()
+    };
+    let taken = if has_taken { "taken" } else { "NULL" };
+    format!(
+        "SELECT {columns}, {taken} FROM jobs WHERE id IN (\
+         SELECT id FROM jobs INDEXED BY jobs_due WHERE queue = ?1 {filter} AND id > ?2 \
+         ORDER BY id LIMIT CAST(?3 AS INTEGER)) ORDER BY id"
+    )
 }
 
 /// A job's columns; the last five are the value's, in the order [`ValueColumns`] reads them.
 const JOB_COLUMNS: &str = job_columns!();
 const VALUE_FROM: usize = 10;
 
-struct JobRow {
+struct JobRow<V = ValueColumns> {
     id: i64,
     queue: String,
     state: i64,
@@ -662,11 +763,53 @@ struct JobRow {
     error: Option<String>,
     dedupe: Option<String>,
     lease: i64,
-    /// Its value, loaded through the cache (which checks a value file's length, D-035).
-    stored: ValueColumns,
+    /// Its value, loaded through the cache (which checks a value file's length, D-035), or
+    /// what a preview reads of it.
+    stored: V,
+}
+
+impl<V> JobRow<V> {
+    /// The row without its value, and its value.
+    fn split(self) -> (JobRow<()>, V) {
+        let JobRow {
+            id,
+            queue,
+            state,
+            due,
+            attempts,
+            max_attempts,
+            created,
+            error,
+            dedupe,
+            lease,
+            stored,
+        } = self;
+        let row = JobRow {
+            id,
+            queue,
+            state,
+            due,
+            attempts,
+            max_attempts,
+            created,
+            error,
+            dedupe,
+            lease,
+            stored: (),
+        };
+        (row, stored)
+    }
 }
 
 fn job_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRow> {
+    job_row_of(r, |r| ValueColumns::from_row(r, VALUE_FROM))
+}
+
+/// A job's row, its value read by `stored`.
+fn job_row_of<V>(
+    r: &rusqlite::Row<'_>,
+    stored: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<V>,
+) -> rusqlite::Result<JobRow<V>> {
     Ok(JobRow {
         id: r.get(0)?,
         queue: r.get(1)?,
@@ -678,7 +821,7 @@ fn job_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRow> {
         error: r.get(7)?,
         dedupe: r.get(8)?,
         lease: r.get(9)?,
-        stored: ValueColumns::from_row(r, VALUE_FROM)?,
+        stored: stored(r)?,
     })
 }
 
@@ -794,5 +937,94 @@ mod tests {
             super::JOB_COLUMNS.split(", ").nth(super::VALUE_FROM),
             Some("kind")
         );
+        assert!(super::JOB_COLUMNS.starts_with(&format!("{}, kind", super::JOB_FIELDS)));
+    }
+
+    use super::{list_sql, ListState};
+    use crate::{Cache, JobOptions, OpenOptions, ValueRef};
+
+    const STATES: [Option<ListState>; 5] = [
+        None,
+        Some(ListState::Ready),
+        Some(ListState::Scheduled),
+        Some(ListState::Leased),
+        Some(ListState::Dead),
+    ];
+
+    /// A page of any state reads the table by id only (at most `limit` rows), never by a scan:
+    /// with 100,000 ready jobs, listing the one scheduled job reads one row (issue 19).
+    #[test]
+    fn a_list_reads_the_table_only_by_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::open(dir.path(), OpenOptions::default()).unwrap();
+        let jobs = cache.jobs();
+        let values: Vec<ValueRef<'_>> = (0..100_000).map(ValueRef::Int).collect();
+        jobs.put_many("bulk", &values, &JobOptions::default())
+            .unwrap();
+        let delayed = JobOptions {
+            delay: 3600.0,
+            ..JobOptions::default()
+        };
+        jobs.put("bulk", ValueRef::Int(-1), &delayed).unwrap();
+        for state in STATES {
+            for preview in [false, true] {
+                let sql = list_sql(state, true, preview);
+                let (plan, fullscan, rows) = cache
+                    .read(|db| {
+                        let plan: Vec<String> = db
+                            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                            .and_then(|mut st| {
+                                st.query_map(rusqlite::params_from_iter(plan_args(state)), |r| {
+                                    r.get::<_, String>(3)
+                                })?
+                                .collect()
+                            })
+                            .unwrap();
+                        let mut st = db.prepare(&sql).unwrap();
+                        let rows = st
+                            .query_map(rusqlite::params_from_iter(plan_args(state)), |_| Ok(()))
+                            .unwrap()
+                            .count();
+                        let fullscan = st.get_status(rusqlite::StatementStatus::FullscanStep);
+                        Ok((plan, fullscan, rows))
+                    })
+                    .unwrap();
+                assert!(
+                    plan.iter().all(|step| !step.starts_with("SCAN")),
+                    "{state:?}: {plan:?}"
+                );
+                assert!(
+                    plan.iter().any(|s| s.contains("COVERING INDEX jobs_due")),
+                    "{state:?}: {plan:?}"
+                );
+                assert_eq!(fullscan, 0, "{state:?}");
+                let expected = match state {
+                    Some(ListState::Scheduled) => 1,
+                    Some(ListState::Leased | ListState::Dead) => 0,
+                    _ => 50,
+                };
+                assert_eq!(rows, expected, "{state:?}");
+            }
+        }
+        let listed = jobs
+            .list(
+                "bulk",
+                Some(ListState::Scheduled),
+                0,
+                50,
+                super::ListValues::Load,
+            )
+            .unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].info.value, Ok(crate::StoredValue::Int(-1)));
+    }
+
+    fn plan_args(state: Option<ListState>) -> Vec<rusqlite::types::Value> {
+        use rusqlite::types::Value::{Integer, Real, Text};
+        let mut args = vec![Text("bulk".into()), Integer(0), Integer(50)];
+        if matches!(state, Some(ListState::Ready | ListState::Scheduled)) {
+            args.push(Real(crate::cache::now()));
+        }
+        args
     }
 }

@@ -42,8 +42,8 @@ pub use cache::{Cache, Imported, Incr, OpenOptions, WriteOptions, DB_NAME, FORMA
 pub use claims::{ClaimInfo, Claims, ListedClaim};
 pub use error::{Error, Result};
 pub use jobs::{
-    pass_delay, Job, JobCounts, JobInfo, JobOptions, JobState, JobValueError, Jobs, ListedJob, Put,
-    Swept, TakeVerdict, Taken, PASSES_PER_TAKE,
+    pass_delay, Job, JobCounts, JobInfo, JobOptions, JobState, JobValueError, Jobs, ListState,
+    ListValues, ListedJob, Put, Swept, TakeVerdict, Taken, PASSES_PER_TAKE,
 };
 pub use key::{Key, Scalar, Side};
 pub use layout::{claim_fanout, fanout_shards, FANOUT_MARKER};

@@ -99,3 +99,31 @@ fn a_directory_made_before_the_claims_table_gets_one() {
         .try_acquire(&Key::from("k"), 1.0, "a", "h", 1)
         .unwrap());
 }
+
+#[test]
+fn an_operator_pages_through_the_live_claims() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = open(dir.path());
+    for n in 0..25 {
+        let key = Key::from(format!("k{n:02}").as_str());
+        let ns = if n % 5 == 0 { "other" } else { "default" };
+        assert!(cache
+            .claims(ns)
+            .try_acquire(&key, 30.0, "t", "h", 1)
+            .unwrap());
+    }
+    assert_eq!(cache.claims_count(None).unwrap(), 25);
+    assert_eq!(cache.claims_count(Some("other")).unwrap(), 5);
+    let every = cache.all_claims().unwrap();
+    let mut paged = Vec::new();
+    for offset in (0..30).step_by(10) {
+        let page = cache.claims_page(None, offset, 10).unwrap();
+        assert!(page.len() <= 10);
+        paged.extend(page);
+    }
+    assert_eq!(paged, every, "the pages are the whole list, in its order");
+    let other = cache.claims_page(Some("other"), 1, 2).unwrap();
+    assert_eq!(other.len(), 2);
+    assert!(other.iter().all(|c| c.namespace == "other"));
+    assert!(cache.claims_page(None, 100, 10).unwrap().is_empty());
+}

@@ -1,7 +1,8 @@
 //! Leased jobs: leases, fencing by lease number, retries, the dead-letter list, uniqueness, priorities.
 
 use diskcache_oxide_engine::{
-    Cache, JobOptions, JobState, JobValueError, OpenOptions, Put, StoredValue, ValueRef,
+    Cache, JobOptions, JobState, JobValueError, ListState, ListValues, OpenOptions, Put,
+    StoredValue, ValueRef,
 };
 use std::time::Duration;
 
@@ -487,7 +488,10 @@ fn an_operator_lists_buries_and_purges_jobs() {
     put(&cache, "other", 3);
     let taken = cache.jobs().take(&["mail"], 30.0, 1).unwrap().remove(0);
     assert_eq!(cache.jobs().queues().unwrap(), vec!["mail", "other"]);
-    let listed = cache.jobs().list("mail", None, 0, 10).unwrap();
+    let listed = cache
+        .jobs()
+        .list("mail", None, 0, 10, ListValues::Load)
+        .unwrap();
     assert_eq!(listed.len(), 2);
     assert_eq!(listed[0].info.state, JobState::Leased);
     assert!(
@@ -507,11 +511,15 @@ fn an_operator_lists_buries_and_purges_jobs() {
     );
     let dead = cache
         .jobs()
-        .list("mail", Some(JobState::Dead), 0, 10)
+        .list("mail", Some(ListState::Dead), 0, 10, ListValues::Load)
         .unwrap();
     assert_eq!(dead.len(), 2);
     assert_eq!(cache.jobs().purge_dead("mail").unwrap(), 2);
-    assert!(cache.jobs().list("mail", None, 0, 10).unwrap().is_empty());
+    assert!(cache
+        .jobs()
+        .list("mail", None, 0, 10, ListValues::Load)
+        .unwrap()
+        .is_empty());
 }
 
 fn now() -> f64 {

@@ -7,7 +7,13 @@ The page is a Jinja2 template with the first snapshot in it; a little plain Java
 is opened read-only. Only with ``allow_actions`` does the page show the retry, bury and purge
 buttons, and only then do their POST endpoints act (otherwise they answer 403). Each POST must
 carry the page's token in ``X-Dashboard-Token``, which another site cannot read or send, and
-the server answers only to the host names it was bound to (no DNS rebinding).
+the server answers only to the host names it was bound to (no DNS rebinding). No response may
+be framed by another page (``X-Frame-Options: DENY``, ``frame-ancestors 'none'``), so no site
+can dress the buttons up as its own, and the page asks before it buries or purges.
+
+A poll costs what its page shows, not what the directory holds: the lists are paged
+(``/api/state?queues_limit=&queues_after=&job_queues_...&claims_...&jobs_limit=``, the cursors
+being the previous answer's ``pages[...]["next"]``) and values are previews (D-046).
 
 The libraries are imported when an app is made, not with this module, so the package imports
 without them.
@@ -22,30 +28,68 @@ import secrets
 import socket
 import sys
 from collections.abc import AsyncIterator, Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__, admin
-from .state import snapshot
+from ..errors import CacheError
+from .state import LIMITS, Page, PageError, snapshot
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-__all__ = ["allowed_hosts", "create_app", "serve", "snapshot"]
+__all__ = ["FRAME_HEADERS", "Page", "allowed_hosts", "create_app", "serve", "snapshot"]
 
 HERE = Path(__file__).resolve().parent
 TOKEN_HEADER = "X-Dashboard-Token"
-#: Sent with every response: no other site may frame the page (a click inside a frame would
-#: be the operator's click: clickjacking), nor make the browser guess a file's type.
-SECURITY_HEADERS = {
-    "X-Frame-Options": "DENY",
-    "Content-Security-Policy": "frame-ancestors 'none'",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-}
-#: The largest job id (SQLite's rowid is a signed 64-bit integer).
-_MAX_JOB_ID = 2**63 - 1
 ACTIONS_OFF = "actions are off: start the dashboard with --allow-actions to use them"
+
+#: On every response: no page of another origin may frame the dashboard (a frame could hide
+#: a retry, bury or purge button under a click meant for something else), and the page loads
+#: nothing that is not the dashboard's own.
+FRAME_HEADERS = {
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": (
+        "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'; "
+        "object-src 'none'"
+    ),
+}
+NO_STORE = {"Cache-Control": "no-store"}
+
+
+class _FrameHeaders:
+    """ASGI middleware adding :data:`FRAME_HEADERS` to every response that passes through it
+    (it wraps every other middleware, so refusals such as a foreign Host's 400 get them too)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def sending(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                for name, value in FRAME_HEADERS.items():
+                    headers.append((name.lower().encode(), value.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, sending)
+
+
+def _unavailable(path: str, error: BaseException) -> str:
+    """What the page says when the directory cannot be read."""
+    if not os.path.isdir(path) or not os.path.exists(os.path.join(path, "cache.db")):
+        return (
+            f"the directory {path} was deleted or moved while the dashboard was serving it: "
+            "put it back, or stop this dashboard (Ctrl-C) and serve the directory where it "
+            "is now"
+        )
+    return f"cannot read the cache in {path}: {error}"
 
 
 def _is_loopback(host: str) -> bool:
@@ -72,14 +116,17 @@ def create_app(
     *,
     allow_actions: bool = False,
     interval: float = 1.0,
-    limit: int = 50,
+    limit: int = 20,
+    page: Page | None = None,
     hosts: list[str] | None = None,
 ) -> Starlette:
     """The dashboard's ASGI app for the cache in ``directory`` (which must exist).
 
     :param allow_actions: show and accept retry, bury and purge (opens a writing handle)
     :param interval: seconds between the page's polls
-    :param limit: jobs listed per state and job queue
+    :param limit: jobs listed per state and job queue, unless a request asks for others
+    :param page: the default page of each list (:class:`Page`: 50 queues, 10 job queues,
+        50 claims), which a request's query may change within :data:`LIMITS`
     :param hosts: the Host names to answer (default: :func:`allowed_hosts` of 127.0.0.1)
     """
     from starlette.applications import Starlette
@@ -96,40 +143,39 @@ def create_app(
     writer = admin.open_cache(path, write=True) if allow_actions else None
     token = secrets.token_urlsafe(24)
     templates = Jinja2Templates(directory=str(HERE / "templates"))
+    defaults = Page(**{**asdict(page or Page()), "jobs": limit})
 
-    def state() -> dict[str, Any]:
-        return snapshot(reader, limit=limit, actions=allow_actions)
+    def state(request: Request) -> tuple[int, dict[str, Any]]:
+        """The snapshot the request's query asks for, or what went wrong, with its status."""
+        try:
+            chosen = Page.parse(dict(request.query_params), defaults)
+        except PageError as error:
+            return 400, {"error": str(error), "limits": LIMITS}
+        try:
+            return 200, snapshot(reader, actions=allow_actions, page=chosen)
+        except (CacheError, OSError) as error:
+            # A directory deleted or damaged under us: said on the page, not a 500.
+            return 503, {"error": _unavailable(path, error), "directory": path}
 
-    def gone() -> str | None:
-        # A handle keeps reading a deleted directory's open files, so ask the file system.
-        if not os.path.isfile(os.path.join(path, "cache.db")):
-            return (
-                f"the cache directory {path} is gone (deleted or moved) since the dashboard "
-                "started; restart it on the directory's new path"
-            )
-        return None
-
-    def page(request: Request) -> Response:
-        missing = gone()
-        if missing is not None:
-            return Response(missing + "\n", status_code=410, media_type="text/plain")
+    def index(request: Request) -> Response:
+        status, shown = state(request)
         return templates.TemplateResponse(
             request,
             "index.html",
             {
-                "state": state(),
+                "state": shown,
                 "token": token if allow_actions else "",
                 "interval": interval,
                 "version": __version__,
+                "directory": path,
             },
-            headers={"Cache-Control": "no-store"},
+            status_code=status,
+            headers=NO_STORE,
         )
 
     def api_state(request: Request) -> Response:
-        missing = gone()
-        if missing is not None:
-            return JSONResponse({"error": missing}, status_code=410)
-        return JSONResponse(state(), headers={"Cache-Control": "no-store"})
+        status, shown = state(request)
+        return JSONResponse(shown, status_code=status, headers=NO_STORE)
 
     def refused(request: Request) -> Response | None:
         if writer is None:
@@ -150,12 +196,15 @@ def create_app(
                 return answer
             assert writer is not None
             job_id: int = request.path_params["job_id"]
-            row = admin.job(writer, job_id) if 0 <= job_id <= _MAX_JOB_ID else None
-            if row is None:
-                return JSONResponse({"error": f"no job {job_id}"}, status_code=404)
-            if not act(job_id):
-                message = not_done.format(id=job_id, state=row.state)
-                return JSONResponse({"error": message}, status_code=409)
+            try:
+                row = admin.job(writer, job_id)  # None for an id out of range, too
+                if row is None:
+                    return JSONResponse({"error": f"no job {job_id}"}, status_code=404)
+                if not act(job_id):
+                    message = not_done.format(id=job_id, state=row.state)
+                    return JSONResponse({"error": message}, status_code=409)
+            except (CacheError, OSError) as error:
+                return JSONResponse({"error": _unavailable(path, error)}, status_code=503)
             return JSONResponse({"ok": True, "message": done.format(id=job_id, queue=row.queue)})
 
         return endpoint
@@ -182,7 +231,10 @@ def create_app(
             return JSONResponse({"error": 'send {"queue": NAME}'}, status_code=400)
         from starlette.concurrency import run_in_threadpool
 
-        purged = await run_in_threadpool(admin.purge_dead, writer, queue)
+        try:
+            purged = await run_in_threadpool(admin.purge_dead, writer, queue)
+        except (CacheError, OSError) as error:
+            return JSONResponse({"error": _unavailable(path, error)}, status_code=503)
         return JSONResponse(
             {"ok": True, "purged": purged, "message": f"deleted {purged} dead jobs of {queue!r}"}
         )
@@ -196,8 +248,14 @@ def create_app(
             if writer is not None:
                 writer.close()
 
+    async def failed(request: Request, error: Exception) -> Response:
+        # Starlette answers an unhandled error from outside every middleware: the frame
+        # headers go on here by hand. The error itself goes to the server's log.
+        message = f"the dashboard failed: {type(error).__name__}; its log says more"
+        return JSONResponse({"error": message}, status_code=500, headers=FRAME_HEADERS)
+
     routes = [
-        Route("/", page),
+        Route("/", index),
         Route("/api/state", api_state),
         Route(
             "/api/jobs/{job_id:int}/retry",
@@ -213,31 +271,15 @@ def create_app(
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     middleware = [
-        Middleware(_SecurityHeaders),
+        Middleware(_FrameHeaders),
         Middleware(TrustedHostMiddleware, allowed_hosts=hosts or allowed_hosts("127.0.0.1")),
     ]
-    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
-
-
-class _SecurityHeaders:
-    """ASGI middleware adding :data:`SECURITY_HEADERS` to every response, refusals and static
-    files included."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        extra = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
-
-        async def sending(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *extra]
-            await send(message)
-
-        await self.app(scope, receive, sending)
+    return Starlette(
+        routes=routes,
+        middleware=middleware,
+        lifespan=lifespan,
+        exception_handlers={Exception: failed},
+    )
 
 
 def serve(

@@ -1,63 +1,222 @@
 """What the dashboard shows, as plain data: one snapshot of a directory, served as JSON at
-``/api/state`` and polled by the page every second. Needs nothing beyond the package."""
+``/api/state`` and polled by the page every second. Needs nothing beyond the package.
+
+A snapshot costs what its pages hold, not what the directory holds (D-046): each list (the
+queues on the keys, the job queues, the claims) is a page of at most its limit with the total
+beside it and a cursor to the next page; each job queue on the page lists at most ``limit``
+jobs per state, the state chosen in SQL; and every value is a preview built from the first
+few KiB of its stored bytes, never decoded."""
 
 from __future__ import annotations
 
+import bisect
+import itertools
+import re
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from .. import admin
-from ..core import Cache
+from ..core import DEFAULT_SETTINGS, Cache
+from ..jobs import JobQueue
 
-__all__ = ["STATES", "snapshot"]
+__all__ = ["LIMITS", "STATES", "Page", "PageError", "snapshot"]
 
 #: The job states, in the order the page shows them.
 STATES: tuple[admin.JobState, ...] = ("ready", "leased", "scheduled", "dead")
 
+#: The characters of a value's preview.
+PREVIEW_WIDTH = 60
 
-def snapshot(cache: Cache, *, limit: int = 50, actions: bool = False) -> dict[str, Any]:
-    """The cache's stats, its queues, each job queue's counts and first ``limit`` jobs of
-    each state, and the live claims. ``actions`` tells the page whether to show buttons."""
-    info = admin.info(cache)
-    job_queues = []
-    for name, counts in info["jobs"].items():
-        job_queues.append(
+#: The largest page a request may ask for, per list: enough to page quickly, small enough
+#: that no request makes a poll cost what the directory holds.
+LIMITS = {"queues": 500, "job_queues": 50, "claims": 500, "jobs": 200}
+
+#: The largest int key of python-diskcache's queue range, as the engine's QUEUE_MAX.
+_INT_QUEUE_MAX = 999_999_999_999_999
+#: How many keys to look through for a queue's front item before giving up on showing it.
+_FRONT_LOOKUPS = 20
+
+
+class PageError(ValueError):
+    """A page was asked for with a limit or cursor that cannot be used (the API's 400)."""
+
+
+@dataclass(frozen=True)
+class Page:
+    """Which page of each list a snapshot shows: a limit each, and a cursor each (None: the
+    first page) as the previous snapshot's ``pages[...]["next"]`` gave it. ``jobs`` is the
+    most jobs of one state of one job queue."""
+
+    queues: int = 50
+    queues_after: str | None = None
+    job_queues: int = 10
+    job_queues_after: str | None = None
+    claims: int = 50
+    claims_after: str | None = None
+    jobs: int = 20
+
+    @classmethod
+    def parse(cls, query: dict[str, str], defaults: Page) -> Page:
+        """The page that a request's query names (``queues_limit``, ``queues_after``, ...,
+        ``jobs_limit``); what it leaves out comes from ``defaults``.
+
+        :raises PageError: for a limit that is not a number from 1 to its list's largest, or
+            an offset cursor that is not a number
+        """
+        fields: dict[str, Any] = {}
+        for name, most in LIMITS.items():
+            text = query.get(f"{name}_limit")
+            if text is None:
+                continue
+            if not text.isdigit() or not 1 <= int(text) <= most:
+                raise PageError(f"{name}_limit must be a whole number from 1 to {most}")
+            fields[name] = int(text)
+        for name in ("queues", "job_queues", "claims"):
+            cursor = query.get(f"{name}_after")
+            if cursor is None:
+                continue
+            if name != "job_queues" and not cursor.isdigit():
+                raise PageError(
+                    f"{name}_after must be the cursor a previous answer gave as "
+                    f"pages.{name}.next (a whole number)"
+                )
+            fields[f"{name}_after"] = cursor
+        return cls(**{**asdict(defaults), **fields})
+
+
+def _paged(total: int, start: int, shown: int, limit: int, after: str | None) -> dict[str, Any]:
+    # `start` counts the rows before this page, so the page can say "51–100 of 1,000".
+    return {"total": total, "start": start, "shown": shown, "limit": limit, "after": after}
+
+
+def _queue_front(cache: Cache, prefix: str | None) -> str | None:
+    """A preview of the front item of the queue of ``prefix``, or None if it is not among the
+    first few keys in key order (other keys share the prefix, or the items left meanwhile).
+    Only its stored bytes' first few KiB are read."""
+    if prefix is None:
+        # Numbers sort first; the queue's are the ints of its range, after the negative ones.
+        for key in itertools.islice(cache.iterkeys(), _FRONT_LOOKUPS):
+            if type(key) is int and 0 <= key <= _INT_QUEUE_MAX:
+                return cache._preview(key, PREVIEW_WIDTH)
+            if not isinstance(key, (int, float)) or key > _INT_QUEUE_MAX:
+                return None
+        return None
+    shape = re.compile(re.escape(prefix) + r"-[0-9]{15}")
+    for key in itertools.islice(cache.iterkeys(prefix=f"{prefix}-"), _FRONT_LOOKUPS):
+        if type(key) is str and shape.fullmatch(key):
+            return cache._preview(key, PREVIEW_WIDTH)
+    return None
+
+
+def _queues(cache: Cache, page: Page) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    # The queues come from one scan of the keys (admin.queues); only this page's are shown
+    # and looked into for their front item.
+    every = admin.queues(cache)
+    start = int(page.queues_after or 0)
+    rows = []
+    for row in every[start : start + page.queues]:
+        shown = asdict(row)
+        shown["front"] = _queue_front(cache, row.prefix)
+        rows.append(shown)
+    info = _paged(len(every), start, len(rows), page.queues, page.queues_after)
+    end = start + len(rows)
+    info["next"] = str(end) if end < len(every) else None
+    return rows, info
+
+
+def _job_queues(cache: Cache, page: Page) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    names = admin.job_queues(cache)
+    start = 0 if page.job_queues_after is None else _rank(names, page.job_queues_after)
+    shown = names[start : start + page.job_queues]
+    rows = []
+    for name in shown:
+        rows.append(
             {
                 "name": name,
-                "counts": counts,
+                "counts": JobQueue(cache, name).counts()._asdict(),
                 "jobs": {
-                    state: [asdict(row) for row in admin.jobs(cache, name, state, limit=limit)]
+                    state: [
+                        asdict(row)
+                        for row in admin.jobs(
+                            cache, name, state, limit=page.jobs, width=PREVIEW_WIDTH
+                        )
+                    ]
                     for state in STATES
                 },
             }
         )
+    info = _paged(len(names), start, len(rows), page.job_queues, page.job_queues_after)
+    info["next"] = shown[-1] if start + len(shown) < len(names) else None
+    return rows, info
+
+
+def _rank(names: list[str], after: str) -> int:
+    # How many names sort up to `after` (the names are sorted, as the engine lists them).
+    return bisect.bisect_right(names, after)
+
+
+def _claims(cache: Cache, page: Page, actions: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    total = admin.claim_count(cache)
+    start = int(page.claims_after or 0)
+    rows = []
+    for claim in admin.claims(cache, limit=page.claims, offset=start):
+        row = asdict(claim)
+        if not actions:
+            # A claim's token lets its holder renew and release it; a read-only page has no
+            # use for it, and whoever can read the page should not get it.
+            del row["token"]
+        rows.append(row)
+    info = _paged(total, start, len(rows), page.claims, page.claims_after)
+    end = start + len(rows)
+    info["next"] = str(end) if end < total else None
+    return rows, info
+
+
+def snapshot(
+    cache: Cache,
+    *,
+    limit: int | None = None,
+    actions: bool = False,
+    page: Page | None = None,
+) -> dict[str, Any]:
+    """The cache's stats and settings, and a page of its queues, of its job queues (each with
+    its counts and first jobs of each state, their values previewed) and of its live claims,
+    each list with its total and the cursor of the next page (``pages``). ``actions`` tells
+    the page whether to show buttons; without it the claims carry no tokens.
+
+    :param limit: jobs per state and job queue (overrides ``page.jobs``)
+    :param page: which page of each list (default: the first, with :class:`Page`'s limits)
+    """
+    page = page or Page()
+    if limit is not None:
+        page = Page(**{**asdict(page), "jobs": limit})
+    # The counters as stored: stats() would switch counting on or off (a write).
+    hits, misses = cache.reset("hits"), cache.reset("misses")
+    settings = {name: getattr(cache, name) for name in DEFAULT_SETTINGS}
+    queues, queues_page = _queues(cache, page)
+    job_queues, job_queues_page = _job_queues(cache, page)
+    claims, claims_page = _claims(cache, page, actions)
     return {
-        "directory": info["directory"],
+        "directory": cache.directory,
         "time": time.time(),
         "actions": actions,
-        "limit": limit,
+        "limit": page.jobs,
         "stats": {
-            "count": info["count"],
-            "volume": info["volume"],
-            "hits": info["hits"],
-            "misses": info["misses"],
-            "claims": info["claims"],
-            "eviction_policy": info["settings"]["eviction_policy"],
-            "size_limit": info["settings"]["size_limit"],
-            "statistics": info["settings"]["statistics"],
+            "count": len(cache),
+            "volume": cache.volume(),
+            "hits": hits,
+            "misses": misses,
+            "queues": queues_page["total"],
+            "job_queues": job_queues_page["total"],
+            "claims": claims_page["total"],
+            "eviction_policy": settings["eviction_policy"],
+            "size_limit": settings["size_limit"],
+            "statistics": settings["statistics"],
         },
-        "settings": info["settings"],
-        "queues": info["queues"],
+        "settings": settings,
+        "queues": queues,
         "job_queues": job_queues,
-        "claims": [_claim(row, actions) for row in admin.claims(cache)],
+        "claims": claims,
+        "pages": {"queues": queues_page, "job_queues": job_queues_page, "claims": claims_page},
     }
-
-
-def _claim(row: admin.ClaimRow, actions: bool) -> dict[str, Any]:
-    # A claim's token is what lets its holder release or extend it: a read-only page, which
-    # anyone who can reach the port may load, does not carry it.
-    shown = asdict(row)
-    if not actions:
-        shown.pop("token", None)
-    return shown

@@ -815,6 +815,6 @@ pub(crate) use entries::{entry_select, Placed};
 use rows::*;
 pub(crate) use rows::{apply_delta, inline_sql, key_from, key_sql};
 use schema::*;
-pub(crate) use values::ValueColumns;
 #[cfg(test)]
 pub(crate) use values::VALUE_COLUMNS;
+pub(crate) use values::{PreviewColumns, ValueColumns, PREVIEW_COLUMNS};

@@ -1,6 +1,7 @@
 //! Values in and out: preparing payloads for writes, loading them on reads.
 
 use super::*;
+use crate::value::{fit, preview, PREVIEW_BYTES};
 
 impl Cache {
     /// Put a large payload in its file (holding the shared directory lock until the row is
@@ -177,5 +178,111 @@ impl Cache {
             inline: v.inline,
         };
         self.load(&mut row, false)
+    }
+}
+
+/// The columns a preview reads of a stored value, in [`ValueColumns`]' order, but with the
+/// inline value cut to [`PREVIEW_BYTES`] by SQLite and its whole length after them: `kind,
+/// crc, filename, prefix, size, length`. SQLite still reads an inline value whole (at most
+/// `disk_min_file_size` bytes); a value file is read only as far as the prefix (D-046).
+pub(crate) const PREVIEW_COLUMNS: &str = "kind, crc, filename, \
+     CASE WHEN typeof(value) IN ('blob', 'text') THEN substr(CAST(value AS BLOB), 1, 4096) ELSE value END, \
+     size, octet_length(value)";
+
+/// A stored value's columns as [`PREVIEW_COLUMNS`] selects them.
+pub(crate) struct PreviewColumns {
+    kind: i64,
+    crc: u32,
+    filename: Option<String>,
+    prefix: Inline,
+    size: i64,
+    length: Option<i64>,
+}
+
+impl PreviewColumns {
+    /// Read the six preview columns starting at index `first` of a row.
+    pub(crate) fn from_row(r: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Self> {
+        Ok(PreviewColumns {
+            kind: r.get(first)?,
+            crc: r.get::<_, i64>(first + 1)? as u32,
+            filename: r.get(first + 2)?,
+            prefix: inline_from(r.get_ref(first + 3)?),
+            size: r.get(first + 4)?,
+            length: r.get(first + 5)?,
+        })
+    }
+}
+
+impl Cache {
+    /// A preview of the live entry under `key`, at most `width` characters (D-046): built
+    /// from at most the first [`PREVIEW_BYTES`] of its value, never decoded or unpickled, and
+    /// without touching its access time or the hit counters. `None` if there is no such entry.
+    /// A damaged or missing value is described in the text, not raised.
+    pub fn preview(&self, key: &Key, width: usize) -> Result<Option<String>> {
+        let found = self.read(|db| {
+            let (k, raw) = key_sql(key);
+            db.prepare_cached(&format!(
+                "SELECT expire_time, {PREVIEW_COLUMNS} FROM cache WHERE key = ?1 AND raw = ?2"
+            ))
+            .and_then(|mut st| {
+                st.query_row(params![k, raw], |r| {
+                    Ok((r.get::<_, Option<f64>>(0)?, PreviewColumns::from_row(r, 1)?))
+                })
+                .optional()
+            })
+            .ctx("previewing an entry")
+        })?;
+        Ok(match found {
+            Some((expire_time, columns)) if live(expire_time, now()) => {
+                Some(self.preview_columns(columns, width))
+            }
+            _ => None,
+        })
+    }
+
+    /// The preview of a value stored in [`PreviewColumns`]: reads at most [`PREVIEW_BYTES`] of
+    /// its value file, and checks the checksum when it has the whole payload.
+    pub(crate) fn preview_columns(&self, v: PreviewColumns, width: usize) -> String {
+        let Ok(kind) = Kind::from_i64(v.kind) else {
+            return fit(&format!("<damaged: unknown value kind {}>", v.kind), width);
+        };
+        let (bytes, total) = match (v.filename, v.prefix, kind) {
+            (Some(name), _, _) => {
+                match self.inner.files.read_prefix(&name, v.size, PREVIEW_BYTES) {
+                    Ok(Found::Yes(bytes)) => (bytes, v.size.max(0) as u64),
+                    // Deleted by a writer since the row was read, or behind the cache's back.
+                    Ok(Found::Missing) => return fit("<value file missing>", width),
+                    Err(Error::Corrupt(m)) => return fit(&format!("<damaged: {m}>"), width),
+                    Err(e) => return fit(&format!("<unreadable: {e}>"), width),
+                }
+            }
+            (None, Inline::Int(i), Kind::Int) => (i.to_le_bytes().to_vec(), 8),
+            (None, Inline::Float(f), Kind::Float) => (f.to_le_bytes().to_vec(), 8),
+            (
+                None,
+                Inline::Text(b) | Inline::Blob(b),
+                Kind::Str | Kind::Bytes | Kind::Encoded | Kind::Pickled,
+            ) => {
+                let total = v.length.map_or(b.len() as u64, |n| n.max(0) as u64);
+                (b, total)
+            }
+            _ => return fit("<damaged: the stored value does not match its kind>", width),
+        };
+        if bytes.len() as u64 == total && checksum(&bytes) != v.crc {
+            return fit(
+                "<damaged: the stored bytes do not match their checksum>",
+                width,
+            );
+        }
+        preview(kind, &bytes, total, width)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_sql_cuts_inline_values_where_previews_stop() {
+        let cut = format!("substr(CAST(value AS BLOB), 1, {})", super::PREVIEW_BYTES);
+        assert!(super::PREVIEW_COLUMNS.contains(&cut));
     }
 }

@@ -42,22 +42,22 @@ const TRUE: u8 = 0xf5;
 const NULL: u8 = 0xf6;
 const FLOAT64: u8 = 0xfb;
 
-// IANA-registered tags.
-const TAG_POS_BIGNUM: u64 = 2;
-const TAG_NEG_BIGNUM: u64 = 3;
-const TAG_UUID: u64 = 37;
-const TAG_SET: u64 = 258;
+// IANA-registered tags (the previews read them too: preview.rs).
+pub(super) const TAG_POS_BIGNUM: u64 = 2;
+pub(super) const TAG_NEG_BIGNUM: u64 = 3;
+pub(super) const TAG_UUID: u64 = 37;
+pub(super) const TAG_SET: u64 = 258;
 // Ours (D-002): consecutive numbers in the first-come-first-served range with a 3-byte head.
-const TAG_TUPLE: u64 = 58800;
-const TAG_FROZENSET: u64 = 58801;
-const TAG_DATETIME: u64 = 58802;
-const TAG_DATE: u64 = 58803;
-const TAG_TIME: u64 = 58804;
-const TAG_TIMEDELTA: u64 = 58805;
-const TAG_DECIMAL: u64 = 58806;
-const TAG_PATH: u64 = 58807;
-const TAG_CUSTOM: u64 = 58808;
-const TAG_TIMEZONE: u64 = 58809;
+pub(super) const TAG_TUPLE: u64 = 58800;
+pub(super) const TAG_FROZENSET: u64 = 58801;
+pub(super) const TAG_DATETIME: u64 = 58802;
+pub(super) const TAG_DATE: u64 = 58803;
+pub(super) const TAG_TIME: u64 = 58804;
+pub(super) const TAG_TIMEDELTA: u64 = 58805;
+pub(super) const TAG_DECIMAL: u64 = 58806;
+pub(super) const TAG_PATH: u64 = 58807;
+pub(super) const TAG_CUSTOM: u64 = 58808;
+pub(super) const TAG_TIMEZONE: u64 = 58809;
 
 /// Python's `timezone` accepts offsets strictly inside ±24 h.
 const MAX_OFFSET_US: i64 = 86_400_000_000 - 1;

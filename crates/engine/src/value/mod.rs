@@ -24,8 +24,11 @@
 //! ```
 
 mod cbor;
+mod preview;
 
 pub use cbor::{decode, encode, encode_key, DecodeError, MAX_DEPTH};
+pub(crate) use preview::fit;
+pub use preview::{preview, PREVIEW_BYTES, PREVIEW_MAX_WIDTH};
 
 /// One value of the safe format. Each variant round-trips to exactly one Python type.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,6 +1,8 @@
 // The dashboard's page: draws the snapshot that /api/state serves, polls it every interval,
-// and (only when the server allows actions) sends retry, bury and purge. Every text from the
-// directory goes in through textContent, never as HTML.
+// and (only when the server allows actions) sends retry, bury and purge, asking first before
+// a bury or a purge. Every text from the directory goes in through textContent, never as
+// HTML. Which page of each list it shows is in its own address (?queues_after=50, ...), which
+// it passes on to every poll; the pagers are links to the neighbouring pages.
 (function () {
   "use strict";
 
@@ -15,6 +17,7 @@
   ];
   let state = JSON.parse(document.getElementById("initial-state").textContent);
   let lastOk = Date.now();
+  const query = window.location.search;
 
   // ---- building DOM ------------------------------------------------------------------------
 
@@ -81,8 +84,8 @@
       ["hits", "hits", stats.hits, String(stats.hits)],
       ["misses", "misses", stats.misses, String(stats.misses)],
       ["hit-rate", "hit rate", hitRate, hitRate],
-      ["queues", "queues", s.queues.length, String(s.queues.length)],
-      ["job-queues", "job queues", s.job_queues.length, String(s.job_queues.length)],
+      ["queues", "queues", stats.queues, String(stats.queues)],
+      ["job-queues", "job queues", stats.job_queues, String(stats.job_queues)],
       ["claims", "live claims", stats.claims, String(stats.claims)],
       ["eviction", "eviction", stats.eviction_policy, stats.eviction_policy],
       ["size-limit", "size limit", stats.size_limit, bytes(stats.size_limit)],
@@ -98,18 +101,40 @@
     }
   }
 
+  // "51–100 of 1000 queues", with links to the first and the next page of this list. The
+  // links keep the other lists' pages: each list's page is a parameter of the address.
+  function pager(name, info, noun) {
+    if (!info || (info.start === 0 && info.next === null)) return null;
+    const link = (cls, label, after) => {
+      const params = new URLSearchParams(window.location.search);
+      if (after === null) params.delete(name + "_after");
+      else params.set(name + "_after", after);
+      const search = params.toString();
+      return el("a", { class: cls, href: search ? "?" + search : window.location.pathname }, label);
+    };
+    const first = info.shown ? info.start + 1 : info.start;
+    return el("p", { class: "pager" },
+      first + "–" + (info.start + info.shown) + " of " + info.total + " " + noun,
+      info.start > 0 ? link("first", "« first", null) : null,
+      info.next !== null ? link("next", "next " + info.limit + " »", info.next) : null);
+  }
+
   function drawQueues(s) {
     const body = document.querySelector("#queues .body");
+    const more = pager("queues", s.pages.queues, "queues");
     if (!s.queues.length) {
-      body.replaceChildren(el("p", { class: "empty" }, "No queues: nothing pushed, or everything pulled."));
+      body.replaceChildren(el("p", { class: "empty" }, "No queues: nothing pushed, or everything pulled."), more || "");
       return;
     }
     const rows = s.queues.map((q) =>
       el("tr", { "data-queue": q.prefix === null ? "-" : q.prefix },
         el("td", { class: "prefix" }, q.prefix === null ? "(int keys)" : q.prefix),
         el("td", { class: "depth num", text: q.depth }),
-        ageCell("oldest", q.oldest_age)));
-    body.replaceChildren(table([["prefix", ""], ["depth", "num"], ["oldest item", "num"]], rows));
+        ageCell("oldest", q.oldest_age),
+        el("td", { class: "front", text: q.front === null ? "" : q.front })));
+    body.replaceChildren(
+      table([["prefix", ""], ["depth", "num"], ["oldest item", "num"], ["front item", ""]], rows),
+      more || "");
   }
 
   function jobColumns(stateName) {
@@ -142,8 +167,9 @@
 
   function drawJobs(s) {
     const body = document.querySelector("#jobs .body");
+    const more = pager("job_queues", s.pages.job_queues, "job queues");
     if (!s.job_queues.length) {
-      body.replaceChildren(el("p", { class: "empty" }, "No job queues."));
+      body.replaceChildren(el("p", { class: "empty" }, "No job queues."), more || "");
       return;
     }
     body.replaceChildren(...s.job_queues.map((q) => {
@@ -170,13 +196,14 @@
             (i ? (i === empty.length - 1 ? " or " : ", ") : "") + label.toLowerCase()))));
       }
       return el("article", { class: "job-queue", "data-job-queue": q.name }, head, ...tables);
-    }));
+    }), more || "");
   }
 
   function drawClaims(s) {
     const body = document.querySelector("#claims .body");
+    const more = pager("claims", s.pages.claims, "claims");
     if (!s.claims.length) {
-      body.replaceChildren(el("p", { class: "empty" }, "No live claims."));
+      body.replaceChildren(el("p", { class: "empty" }, "No live claims."), more || "");
       return;
     }
     const rows = s.claims.map((c) =>
@@ -186,7 +213,7 @@
         el("td", { class: "holder", text: c.host + ":" + c.pid }),
         ageCell("held-for", c.held_for),
         ageCell("lease-left", c.lease_left)));
-    body.replaceChildren(table([["namespace", ""], ["key", ""], ["holder (host:pid)", ""], ["held for", "num"], ["lease left", "num"]], rows));
+    body.replaceChildren(table([["namespace", ""], ["key", ""], ["holder (host:pid)", ""], ["held for", "num"], ["lease left", "num"]], rows), more || "");
   }
 
   function drawSettings(s) {
@@ -195,7 +222,19 @@
     document.querySelector("#settings .body").replaceChildren(table([["setting", ""], ["value", "num"]], rows));
   }
 
+  // The directory could not be read (deleted, moved, damaged): the server said why.
+  function problem(text) {
+    const box = document.getElementById("problem");
+    box.textContent = text || "";
+    box.hidden = !text;
+  }
+
   function draw(s) {
+    if (s.error) {
+      problem(s.error);
+      return false;
+    }
+    problem(null);
     state = s;
     drawStats(s);
     drawQueues(s);
@@ -203,6 +242,20 @@
     drawClaims(s);
     drawSettings(s);
     root.dataset.drawn = String(s.time);
+    return true;
+  }
+
+  // The state for this page's lists; what went wrong if it could not be had.
+  async function fetchState() {
+    const response = await fetch("api/state" + query, { cache: "no-store" });
+    let answer = null;
+    try {
+      answer = await response.json();
+    } catch (error) {
+      answer = null;
+    }
+    if (!response.ok && !(answer && answer.error)) throw new Error("HTTP " + response.status);
+    return answer;
   }
 
   // ---- live updates -------------------------------------------------------------------------
@@ -217,17 +270,9 @@
 
   async function poll() {
     try {
-      const response = await fetch("api/state", { cache: "no-store" });
-      if (response.status === 410) {
-        // The directory is gone: say so, instead of showing its last state as live.
-        notice((await response.json()).error, true);
-        showLive(false);
-        return;
-      }
-      if (!response.ok) throw new Error("HTTP " + response.status);
-      draw(await response.json());
-      lastOk = Date.now();
-      showLive(true);
+      const ok = draw(await fetchState());
+      if (ok) lastOk = Date.now();
+      showLive(ok);
     } catch (error) {
       showLive(false);
     } finally {
@@ -249,9 +294,12 @@
       if (!window.confirm("Delete the dead jobs of '" + data.queue + "'? This cannot be undone.")) return;
       url = "api/purge";
       body = JSON.stringify({ queue: data.queue });
+    } else if (action === "bury") {
+      const question = "Bury job " + data.jobId + " of '" + data.queue + "'? It goes to the dead " +
+        "letters (a worker holding it loses its lease) and runs again only if retried.";
+      if (!window.confirm(question)) return;
+      url = "api/jobs/" + encodeURIComponent(data.jobId) + "/bury";
     } else {
-      if (action === "bury" &&
-          !window.confirm("Bury job " + data.jobId + "? It goes to the dead letters; its worker loses it.")) return;
       url = "api/jobs/" + encodeURIComponent(data.jobId) + "/" + action;
     }
     try {
@@ -266,8 +314,7 @@
       notice(String(error), true);
     }
     try {
-      const response = await fetch("api/state", { cache: "no-store" });
-      if (response.ok) draw(await response.json());
+      showLive(draw(await fetchState()));
     } catch (error) {
       showLive(false);
     }
@@ -278,6 +325,6 @@
     if (target && state.actions) act(target.dataset.action, target.dataset);
   });
 
-  draw(state);
+  showLive(draw(state));
   window.setTimeout(poll, interval);
 })();
