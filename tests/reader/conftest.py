@@ -19,7 +19,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from browser import browser_missing, headless_chromium  # noqa: E402
-from reader_harness import ARTIFACTS, FakeLLM, ReaderRun  # noqa: E402
+from reader_harness import ARTIFACTS, REBOUND_NAME, FakeLLM, OtherSite, ReaderRun  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -29,8 +29,13 @@ def browser() -> Iterator[Any]:
         pytest.skip(reason)
     # Chrome's back/forward cache keeps a page it navigated away from alive, with its fetch
     # still running (its view is not lost, only hidden). Off, so that navigating away closes
-    # the page, as a tab close does.
-    yield from headless_chromium(["--disable-features=BackForwardCache"])
+    # the page, as a tab close does. The resolver rule stands in for an attacker's DNS.
+    yield from headless_chromium(
+        [
+            "--disable-features=BackForwardCache",
+            f"--host-resolver-rules=MAP {REBOUND_NAME} 127.0.0.1",
+        ]
+    )
 
 
 @pytest.fixture
@@ -89,6 +94,15 @@ def fake_llm() -> Iterator[FakeLLM]:
         yield server
     finally:
         server.close()
+
+
+@pytest.fixture
+def other_site() -> Iterator[OtherSite]:
+    site = OtherSite()
+    try:
+        yield site
+    finally:
+        site.close()
 
 
 @pytest.fixture(scope="session")

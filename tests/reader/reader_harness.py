@@ -23,6 +23,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 READER_ROOT = REPO / "examples" / "reader"
 ARTIFACTS = REPO / "target" / "reader-artifacts"
+#: An attacker's name that the test browser resolves to 127.0.0.1 (conftest.py), as after a
+#: DNS rebinding: a page of that name reaching the app is "same-origin" to the browser.
+REBOUND_NAME = "rebound.test"
 
 if str(READER_ROOT) not in sys.path:
     sys.path.insert(0, str(READER_ROOT))
@@ -217,6 +220,45 @@ class FakeLLM:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class OtherSite:
+    """Another web site on 127.0.0.1: another port, so another origin than the app's (and
+    reached as ``localhost``, another site too). It serves the pages it is given and remembers
+    the path of every request that reached it: what a script on some page sent home."""
+
+    def __init__(self) -> None:
+        self.pages: dict[str, str] = {}
+        self.requests: list[str] = []
+        site = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                site.requests.append(self.path)
+                page = site.pages.get(self.path)
+                data = (page or "not here").encode()
+                self.send_response(200 if page is not None else 404)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = _answer  # noqa: N815 (the stdlib's names)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, path: str = "/", host: str = "127.0.0.1") -> str:
+        return f"http://{host}:{self.port}{path}"
 
     def close(self) -> None:
         self.server.shutdown()

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from reader_harness import READER_ROOT
 
 PACKAGE = READER_ROOT / "reader"
@@ -72,24 +73,26 @@ def test_only_the_tap_handler_adds_jobs() -> None:
     assert adding == [("app", "tap", "put")]
 
 
-def test_the_tap_handler_is_only_reached_by_a_post() -> None:
-    app = _modules()["app"]
-    routes = [
-        node
-        for node in ast.walk(app)
+def _route_methods(handler: str) -> list[dict[str, object]]:
+    """The keywords of every ``Route(..., handler, ...)`` in app.py."""
+    return [
+        {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
+        for node in ast.walk(_modules()["app"])
         if isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
         and node.func.id == "Route"
+        and any(isinstance(a, ast.Name) and a.id == handler for a in node.args)
     ]
-    tap_routes = [
-        r for r in routes if any(isinstance(a, ast.Name) and a.id == "tap" for a in r.args)
-    ]
-    assert len(tap_routes) == 1
-    methods = {k.arg: ast.literal_eval(k.value) for k in tap_routes[0].keywords}
-    assert methods == {"methods": ["POST"]}
+
+
+@pytest.mark.parametrize("handler", ["tap", "api_article"])
+def test_what_taps_or_pays_is_only_reached_by_a_post(handler: str) -> None:
+    """No link, ``<img>`` or prefetch (a GET) can tap or pay, and a POST goes by the guard's
+    same-origin check (test_reader_security.py)."""
+    assert _route_methods(handler) == [{"methods": ["POST"]}]
     # Nothing else calls the handler.
     uses = [n for tree in _modules().values() for n in ast.walk(tree) if isinstance(n, ast.Name)]
-    assert sum(n.id == "tap" for n in uses) == 1
+    assert sum(n.id == handler for n in uses) == 1
 
 
 def test_every_pay_once_call_is_in_pay_py() -> None:

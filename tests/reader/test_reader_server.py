@@ -22,8 +22,9 @@ pytestmark = pytest.mark.slow
 
 def test_a_server_stopped_mid_turn_drains_it_first(reader: Any) -> None:
     run: ReaderRun = reader(delay=2.0, worker=False)
+    opening = urllib.request.Request(run.url + "api/article/3", method="POST")
     with pytest.raises(OSError):  # the reader gives up on the page after 0.3 s
-        urllib.request.urlopen(run.url + "api/article/3", timeout=0.3)
+        urllib.request.urlopen(opening, timeout=0.3)
     wait_for("the view to be lost", lambda: run.events("view-lost"), timeout=5)
     assert run.app is not None
     run.app.send_signal(signal.SIGTERM)

@@ -11,12 +11,16 @@ Routes:
 - ``POST /tap/{id}``: the Queue button. **The only place anything is put in the job queue**;
   tests/reader/test_reader_code.py checks that no other code calls put or push;
 - ``GET /article/{id}``: the article page, with its text if it is cached, else a placeholder
-  that the script fills from ``/api/article/{id}``;
-- ``GET /api/article/{id}``: the direct lane (``pay.open_article``). If the reader closes
-  the page, the request is cancelled: the view is lost, the paid turn is not;
+  that the script fills from ``POST /api/article/{id}``;
+- ``POST /api/article/{id}``: the direct lane (``pay.open_article``). A POST, since it may
+  pay: no link or ``<img>`` can reach it. If the reader closes the page, the request is
+  cancelled: the view is lost, the paid turn is not;
 - ``GET /api/meter``: the cost meter, polled every second by every page;
 - ``GET /ledger``: every paid call and what became of it;
-- ``GET /source/{id}``: the article's original HTML page, boilerplate and all.
+- ``GET /source/{id}``: the article's original HTML page, boilerplate and all, sandboxed.
+
+In front of them all, ``guard.Guard`` answers only the Host names of the bound address and
+takes a POST only from the app's own pages (reader/guard.py says why).
 """
 
 from __future__ import annotations
@@ -35,10 +39,13 @@ from typing import Any
 import uvicorn
 from diskcache_oxide.aio import AsyncCache, AsyncJobQueue, turns_lifespan
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import (
     FileResponse,
     JSONResponse,
+    PlainTextResponse,
     RedirectResponse,
     Response,
 )
@@ -49,6 +56,7 @@ from starlette.templating import Jinja2Templates
 from . import meter, pay
 from .config import Settings
 from .feed import Article, Feed
+from .guard import SOURCE_POLICY, Guard, Hosts
 from .store import Store
 
 HERE = Path(__file__).resolve().parent
@@ -184,19 +192,40 @@ async def ledger_page(request: Request) -> Response:
 
 
 async def source_page(request: Request) -> Response:
+    """Somebody else's HTML on the app's origin: sandboxed, or its scripts could tap, pay and
+    read every page of the app as the app's own."""
     article = _article(request)
     if article is None:
         return _not_found()
-    return FileResponse(article.path, media_type="text/html")
+    return FileResponse(
+        article.path, media_type="text/html", headers={"Content-Security-Policy": SOURCE_POLICY}
+    )
 
 
-def create_app(directory: str | Path, settings: Settings | None = None) -> Starlette:
+async def method_not_allowed(request: Request, exc: Exception) -> Response:
+    """Starlette's 405, saying which method to use and, for a tap or the direct lane, why."""
+    assert isinstance(exc, HTTPException)
+    allowed = (exc.headers or {}).get("Allow", "")
+    message = f"{request.method} {request.url.path} is not allowed here, only {allowed}."
+    if "POST" in allowed:
+        message += (
+            " Tapping and paying take a POST from the reader's own pages, so that no link or"
+            " image, on any site, can do either."
+        )
+    return PlainTextResponse(message + "\n", status_code=405, headers=exc.headers)
+
+
+def create_app(
+    directory: str | Path, settings: Settings | None = None, *, bound: str = "127.0.0.1"
+) -> Starlette:
+    """The app on ``directory``; ``bound``, the address its socket is bound to, decides the
+    Host names it answers (``guard.Hosts``)."""
     settings = Settings.from_env() if settings is None else settings
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         store = Store(directory, settings)
-        app.state.reader = Reader(store, Feed.load())
+        app.state.reader = Reader(store, Feed.load(settings.articles))
         try:
             # Finishes the paid turns still running before the loop ends (at shutdown, or
             # when uvicorn stops on SIGTERM), so a server stopped mid-turn stores its result.
@@ -210,13 +239,19 @@ def create_app(directory: str | Path, settings: Settings | None = None) -> Starl
         Route("/", index),
         Route("/tap/{article_id:int}", tap, methods=["POST"]),
         Route("/article/{article_id:int}", article_page),
-        Route("/api/article/{article_id:int}", api_article),
+        Route("/api/article/{article_id:int}", api_article, methods=["POST"]),
         Route("/api/meter", api_meter),
         Route("/ledger", ledger_page),
         Route("/source/{article_id:int}", source_page),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    hosts = Hosts.bound_to(bound, settings.hosts)
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(Guard, hosts=hosts)],
+        exception_handlers={405: method_not_allowed},
+        lifespan=lifespan,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -227,13 +262,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fd", type=int, help="serve on this already bound, listening socket")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
-    app = create_app(args.directory)
+    # The Host names answered are those of the address actually bound, the socket's if given.
+    sock = socket.socket(fileno=args.fd) if args.fd is not None else None
+    bound = sock.getsockname()[0] if sock is not None else args.host
+    app = create_app(args.directory, bound=bound)
     config = uvicorn.Config(
         app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=5
     )
     server = uvicorn.Server(config)
-    if args.fd is not None:
-        sock = socket.socket(fileno=args.fd)
+    if sock is not None:
         server.run(sockets=[sock])
     else:
         server.run()

@@ -6,6 +6,9 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
+from pathlib import Path
+
+from .feed import ARTICLES
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
@@ -42,6 +45,10 @@ class Settings:
       paid turn also asks it for a summary (default: unset, no summary)
     - ``READER_LLM_MODEL`` (default ``gpt-4o-mini``), ``READER_LLM_KEY`` (sent as a bearer
       token if set), ``READER_LLM_TIMEOUT`` (seconds, default 60)
+    - ``READER_ARTICLES``: the feed's directory, a ``feed.json`` and the pages it names
+      (default: the shipped ``articles/``)
+    - ``READER_HOSTS``: more names for the web app to answer in the Host header, comma
+      separated, besides those of the address it is bound to (default: none)
     """
 
     delay: float = 2.0
@@ -54,6 +61,8 @@ class Settings:
     llm_model: str = "gpt-4o-mini"
     llm_key: str | None = None
     llm_timeout: float = 60.0
+    articles: Path = ARTICLES
+    hosts: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -79,4 +88,6 @@ class Settings:
             llm_model=env.get("READER_LLM_MODEL") or "gpt-4o-mini",
             llm_key=env.get("READER_LLM_KEY") or None,
             llm_timeout=_seconds(env, "READER_LLM_TIMEOUT", 60.0),
+            articles=Path(env.get("READER_ARTICLES") or ARTICLES),
+            hosts=tuple(h.strip() for h in (env.get("READER_HOSTS") or "").split(",") if h.strip()),
         )

@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         store.note("worker-start")
         log.info("worker ready, pid %d", os.getpid())
-        run(store, Feed.load(), stop)
+        run(store, Feed.load(store.settings.articles), stop)
     finally:
         store.close()
     return 0
