@@ -90,15 +90,41 @@ pub(crate) fn open(path: &Path) -> Result<Connection> {
     db.busy_handler(Some(busy_wait))
         .ctx("installing the busy handler")?;
     db.set_prepared_statement_cache_capacity(64);
-    // SAFETY: the hook is a plain function with no state; it lives as long as the process.
-    unsafe { ffi::sqlite3_wal_hook(db.handle(), Some(after_commit), std::ptr::null_mut()) };
+    // The hook's argument is this connection's checkpoint size, carried in the pointer
+    // itself: nothing is allocated, so nothing has to outlive the connection.
+    let frames = path
+        .parent()
+        .and_then(crate::platform::file_system_space)
+        .map_or(CHECKPOINT_FRAMES, |(total, _)| checkpoint_frames(total));
+    // SAFETY: the hook is a plain function; its argument is an integer, never dereferenced.
+    unsafe {
+        ffi::sqlite3_wal_hook(
+            db.handle(),
+            Some(after_commit),
+            frames as usize as *mut c_void,
+        )
+    };
     Ok(db)
 }
 
 /// SQLite's automatic checkpoint, at its default size.
 const CHECKPOINT_FRAMES: c_int = 1000;
-/// A WAL this long is also started over (D-030).
+/// The smallest checkpoint size, on the smallest file systems.
+const CHECKPOINT_FRAMES_MIN: c_int = 16;
+/// A WAL this long is also started over (D-030), at the default checkpoint size; smaller
+/// checkpoint sizes scale it down.
 const RESTART_FRAMES: c_int = 4096;
+
+/// The checkpoint size on a file system of `total` bytes: SQLite's default, or a sixteenth
+/// of a small file system (D-048). A checkpoint copies the WAL's new pages into `cache.db`,
+/// which grows by as many; on a disk of a few MiB, a WAL of SQLite's default 4 MiB could
+/// never be checkpointed once the disk was full, and then not even a delete could run. A
+/// sixteenth fits in the room the reserve gives back (an eighth).
+fn checkpoint_frames(total: u64) -> c_int {
+    // A frame is a page (SQLite's default 4 KiB) and a 24-byte header.
+    let frames = total / 16 / (4096 + 24);
+    frames.clamp(CHECKPOINT_FRAMES_MIN as u64, CHECKPOINT_FRAMES as u64) as c_int
+}
 /// How long a commit may wait for readers to leave the WAL so it can be started over. The
 /// writer lock is held meanwhile, so this stays short; a reader that takes longer only
 /// postpones the restart.
@@ -118,17 +144,19 @@ static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
 /// a commit waits briefly for the readers in the WAL to finish, checkpoints it completely
 /// and has the next writer start it over.
 unsafe extern "C" fn after_commit(
-    _: *mut c_void,
+    checkpoint_size: *mut c_void,
     db: *mut ffi::sqlite3,
     name: *const c_char,
     frames: c_int,
 ) -> c_int {
-    if frames < CHECKPOINT_FRAMES {
+    let checkpoint_frames = checkpoint_size as usize as c_int;
+    if frames < checkpoint_frames {
         return ffi::SQLITE_OK;
     }
     let epoch = *EPOCH.get_or_init(Instant::now);
     let now = epoch.elapsed().as_millis() as u64;
-    if frames >= RESTART_FRAMES && now >= RESTART_NOT_BEFORE.load(Ordering::Relaxed) {
+    let restart_frames = RESTART_FRAMES * checkpoint_frames / CHECKPOINT_FRAMES;
+    if frames >= restart_frames && now >= RESTART_NOT_BEFORE.load(Ordering::Relaxed) {
         let _wait = Deadline::shorten(RESTART_WAIT);
         // SAFETY: SQLite hands the hook its open connection and the database's name.
         if unsafe { checkpoint(db, name, ffi::SQLITE_CHECKPOINT_RESTART) } == ffi::SQLITE_OK {
@@ -146,13 +174,14 @@ unsafe extern "C" fn after_commit(
     }
     // SQLite's own hook checkpoints after every commit once the WAL holds 1,000 frames, even
     // when all but a few were copied back already: with readers that keep the WAL from
-    // restarting, that is two fsyncs per commit. Checkpoint once 1,000 frames are new.
+    // restarting, that is two fsyncs per commit. Checkpoint once a checkpoint's worth of
+    // frames (1,000 at the default size) are new.
     // SAFETY: the hook's connection is open; the WAL index's first region is mapped once the
     // connection has committed, and `nBackfill` follows the two 48-byte header copies.
     let backfilled = unsafe { crate::recent::wal_index(db) }
         .map(|region| unsafe { std::ptr::read_volatile(region.add(96).cast::<u32>()) });
     if let Some(done) = backfilled {
-        if (frames as u32).saturating_sub(done) < CHECKPOINT_FRAMES as u32 {
+        if (frames as u32).saturating_sub(done) < checkpoint_frames as u32 {
             return ffi::SQLITE_OK;
         }
     }
@@ -308,4 +337,18 @@ pub(crate) fn apply_pragmas(db: &Connection, s: &Settings) -> Result<()> {
         s.sqlite_synchronous, s.sqlite_cache_size, s.sqlite_mmap_size
     ))
     .ctx("applying connection settings")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_checkpoint_size_is_a_sixteenth_of_a_small_disk() {
+        assert_eq!(checkpoint_frames(2 << 20), 31);
+        assert_eq!(checkpoint_frames(8 << 20), 127);
+        assert_eq!(checkpoint_frames(0), CHECKPOINT_FRAMES_MIN);
+        assert_eq!(checkpoint_frames(66 << 20), CHECKPOINT_FRAMES);
+        assert_eq!(checkpoint_frames(u64::MAX), CHECKPOINT_FRAMES);
+    }
 }

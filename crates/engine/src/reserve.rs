@@ -98,30 +98,27 @@ impl Reserve {
         true
     }
 
-    fn statvfs(&self) -> Option<libc::statvfs> {
-        let dir = self.path.parent()?;
-        let c_dir = CString::new(dir.as_os_str().as_bytes()).ok()?;
-        // SAFETY: statvfs fills the zeroed struct it is given.
-        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-        // SAFETY: a valid C string and a valid out pointer.
-        (unsafe { libc::statvfs(c_dir.as_ptr(), &mut st) } == 0).then_some(st)
+    fn space(&self) -> Option<(u64, u64)> {
+        crate::platform::file_system_space(self.path.parent()?)
     }
 
     /// The reserve's length on this file system: [`Reserve::BYTES`], or an eighth of a
     /// small file system (at least [`Reserve::SMALLEST`]).
     fn size(&self) -> Option<i64> {
-        let st = self.statvfs()?;
-        let total = (st.f_blocks as u128) * (st.f_frsize as u128);
-        Some((total / 8).clamp(Self::SMALLEST as u128, Self::BYTES as u128) as i64)
+        let (total, _) = self.space()?;
+        Some(Self::size_on(total))
+    }
+
+    /// The reserve's length on a file system of `total` bytes.
+    pub(crate) fn size_on(total: u64) -> i64 {
+        (total / 8).clamp(Self::SMALLEST as u64, Self::BYTES as u64) as i64
     }
 
     /// Whether the file system has at least twice the reserve free: taking it back while a
     /// full disk is being emptied would only make the next removal fail again.
     fn room_for(&self, size: i64) -> bool {
-        let Some(st) = self.statvfs() else {
-            return false;
-        };
-        (st.f_bavail as u128) * (st.f_frsize as u128) >= 2 * size as u128
+        self.space()
+            .is_some_and(|(_, free)| free >= 2 * size as u64)
     }
 
     /// Give the space back. Returns whether there was a reserve to give.

@@ -109,6 +109,24 @@ pub(crate) fn preallocate(fd: std::os::fd::RawFd, len: i64) -> bool {
     }
 }
 
+/// The size of the file system holding `dir` and the bytes free on it for us, or `None` if
+/// it cannot be asked.
+pub(crate) fn file_system_space(dir: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_dir = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs fills the zeroed struct it is given.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid C string and a valid out pointer.
+    if unsafe { libc::statvfs(c_dir.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    let frsize = st.f_frsize as u64;
+    Some((
+        (st.f_blocks as u64).saturating_mul(frsize),
+        (st.f_bavail as u64).saturating_mul(frsize),
+    ))
+}
+
 /// Run `prepare` in the thread that calls `fork()` before it forks, and `parent` and `child`
 /// in each process after it (D-028). POSIX `pthread_atfork`, the same on every Unix.
 pub(crate) fn at_fork(prepare: extern "C" fn(), parent: extern "C" fn(), child: extern "C" fn()) {
