@@ -161,3 +161,43 @@ def test_a_retried_clear_counts_every_batch(tmp_path, dc):
     # than once
     assert set(cache) <= {"x"}
     assert ROWS <= removed <= ROWS + len(hogged) + 1, removed
+
+
+@pytest.mark.oxide
+def test_opening_waits_for_the_directory_lock_whatever_the_timeout(tmp_path):
+    """An open waits up to 60 s for another opener's directory lock, as python-diskcache's
+    opening statements retry for 60 s: a FanoutCache or Django backend opens its shards with
+    a timeout of 10 ms, and threads opening the same shards at once must not fail (D-055)."""
+    import fcntl
+    import os
+    import time
+
+    import diskcache_oxide as dco
+
+    directory = str(tmp_path / "c")
+    dco.Cache(directory).close()
+    fd = os.open(os.path.join(directory, ".lock"), os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # what another handle holds while it opens
+    threading.Timer(0.5, lambda: os.close(fd)).start()
+    started = time.monotonic()
+    cache = dco.Cache(directory, timeout=0.01)
+    assert time.monotonic() - started >= 0.4
+    # The handle's own timeout is unchanged for its calls.
+    assert cache.timeout == 0.01
+    cache.close()
+
+
+@pytest.mark.oxide
+def test_threads_open_the_same_fanout_cache_at_once(tmp_path):
+    """Django makes a backend per thread, each a FanoutCache opening its shards with a 10 ms
+    timeout; none of them may time out on the others' opens."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import diskcache_oxide as dco
+
+    for round_ in range(5):
+        directory = str(tmp_path / f"f{round_}")
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            caches = list(pool.map(lambda _: dco.FanoutCache(directory, shards=8), range(8)))
+        for cache in caches:
+            cache.close()

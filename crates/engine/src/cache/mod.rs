@@ -310,6 +310,9 @@ fn live(expire_time: Option<f64>, now: f64) -> bool {
     expire_time.is_none_or(|t| t > now)
 }
 
+/// The least an open waits for the directory lock and for the database (D-055).
+const OPEN_WAIT: Duration = Duration::from_secs(60);
+
 impl Cache {
     /// Open (creating if needed) the cache in `directory`.
     ///
@@ -326,7 +329,13 @@ impl Cache {
         crate::layout::refuse_fanout_root(&directory)?;
         let db_path = directory.join(DB_NAME);
         crate::files::refuse_unsafe_db_files(&db_path)?;
-        let _deadline = Deadline::start(options.timeout);
+        // Opening waits at least OPEN_WAIT, whatever the handle's timeout: a FanoutCache or a
+        // Django backend opens its shards with a timeout of 10 ms, and under load, handles
+        // opening the same directory at once (a thread each) would otherwise time out on
+        // each other's directory lock. python-diskcache 5.6.3 retries its opening statements
+        // for 60 s for the same reason (D-055).
+        let open_wait = options.timeout.max(OPEN_WAIT);
+        let _deadline = Deadline::start(open_wait);
         let _active = fork::Active::enter();
         let (conn, settings, modes) = if options.read_only {
             // Nothing is created: no directory, no lock file, no schema, no settings (D-019).
@@ -364,7 +373,7 @@ impl Cache {
         } else {
             // The directory and everything in it are private unless asked otherwise (D-027).
             let modes = Modes::prepare(&directory, requested, &db_path)?;
-            let lock = DirLock::exclusive(&directory, options.timeout, modes)?;
+            let lock = DirLock::exclusive(&directory, open_wait, modes)?;
             modes.precreate(&db_path)?;
             let db = Conn::new(conn::open(&db_path)?, 0, None);
             let settings = {
