@@ -248,7 +248,7 @@ def keys(cache: Cache, *, prefix: str | None = None, limit: int | None = 100) ->
 def job_queues(cache: Cache, *, after: str | None = None, limit: int | None = None) -> list[str]:
     """The names of the job queues in the directory (those holding jobs in any state),
     sorted: those after ``after``, at most ``limit`` (None: all)."""
-    names = cache._job_queues()
+    names = cache._jobs.queues()
     if after is not None:
         names = names[bisect.bisect_right(names, after) :]
     return names if limit is None else names[:limit]
@@ -304,7 +304,7 @@ def jobs(
     if after >= _MAX_JOB_ID:
         return []
     now = time.time()
-    found = cache._job_list(queue, state, max(0, after), limit, preview=width)
+    found = cache._jobs.list(queue, state, max(0, after), limit, preview=width)
     return [_job_row(info, now, listed=state) for info in found]
 
 
@@ -328,12 +328,12 @@ def bury_job(cache: Cache, job_id: int, reason: str = "buried by an operator") -
     """Send a ready or leased job to the dead-letter list. False if it is absent or dead."""
     if _no_such_id(job_id):
         return False
-    return cache._job_bury_any(job_id, reason)
+    return cache._jobs.bury_any(job_id, reason)
 
 
 def purge_dead(cache: Cache, queue: str) -> int:
     """Delete the dead jobs of ``queue``; how many there were."""
-    return cache._job_purge_dead(queue)
+    return cache._jobs.purge_dead(queue)
 
 
 def claims(
@@ -343,7 +343,7 @@ def claims(
     ``limit``, at most that many after the first ``offset`` (only those are read)."""
     now = time.time()
     rows = []
-    for ns, key, token, host, pid, acquired, expires in cache._claims_list(
+    for ns, key, token, host, pid, acquired, expires in cache._claims.list(
         namespace, limit, offset
     ):
         held = ClaimInfo(token, host, pid, acquired, expires)
@@ -363,12 +363,12 @@ def claims(
 
 def claim_count(cache: Cache, namespace: str | None = None) -> int:
     """How many live claims there are (of ``namespace``, or of every namespace)."""
-    return cache._claims_count(namespace)
+    return cache._claims.count(namespace)
 
 
 def release_claim(cache: Cache, key: Any, namespace: str = "default") -> bool:
     """Break the live claim on ``key`` whoever holds it (the holder's next renewal fails)."""
-    return cache._claim_break(namespace, key)
+    return cache._claims.break_claim(namespace, key)
 
 
 def vacuum(cache: Cache) -> int:

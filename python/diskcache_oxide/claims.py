@@ -160,7 +160,7 @@ class Claims:
         lease ran out counts as free); None if it is held. Never waits."""
         seconds = _lease(lease)
         token = secrets.token_hex(16)
-        taken = self._cache._claim_acquire(
+        taken = self._cache._claims.acquire(
             self._namespace, key, seconds, token, socket.gethostname(), os.getpid()
         )
         return Claim(self, key, token, seconds) if taken else None
@@ -180,7 +180,7 @@ class Claims:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            self._cache._claim_wait(self._namespace, key, min(remaining, _WAIT_SLICE), False)
+            self._cache._claims.wait(self._namespace, key, min(remaining, _WAIT_SLICE), False)
 
     def hold(self, key: Any, lease: float = LEASE, *, timeout: float = 0.0) -> Claim:
         """Like :meth:`acquire`, but raises :class:`ClaimTimeout` instead of returning None;
@@ -195,19 +195,19 @@ class Claims:
 
     def holder(self, key: Any) -> ClaimInfo | None:
         """Who holds the claim on ``key``; None if nobody does (or its lease ran out)."""
-        found = self._cache._claim_holder(self._namespace, key)
+        found = self._cache._claims.holder(self._namespace, key)
         return None if found is None else ClaimInfo(*found)
 
     def release(self, key: Any, token: str) -> bool:
         """Release the claim on ``key`` if ``token`` owns it; False if it does not (never
         did, already released, or the lease ran out and another may have taken it)."""
-        return self._cache._claim_release(self._namespace, key, token)
+        return self._cache._claims.release(self._namespace, key, token)
 
     def extend(self, key: Any, token: str, lease: float = LEASE) -> bool:
         """Make the claim on ``key`` run out ``lease`` seconds from now if ``token`` owns it
         and its lease has not run out; False otherwise."""
         seconds = _lease(lease)
-        return self._cache._claim_extend(self._namespace, key, token, seconds) is not None
+        return self._cache._claims.extend(self._namespace, key, token, seconds) is not None
 
     def owns(self, key: Any, token: str) -> bool:
         """True if ``token`` holds the live claim on ``key``."""
@@ -217,11 +217,11 @@ class Claims:
     def break_claim(self, key: Any) -> bool:
         """Remove the claim on ``key`` whoever holds it (an operator's tool); False if there
         was none."""
-        return self._cache._claim_break(self._namespace, key)
+        return self._cache._claims.break_claim(self._namespace, key)
 
     def list(self) -> list[tuple[Any, ClaimInfo]]:
         """The live claims of this namespace, as ``(key, ClaimInfo)`` pairs."""
-        return [(row[1], ClaimInfo(*row[2:])) for row in self._cache._claims_list(self._namespace)]
+        return [(row[1], ClaimInfo(*row[2:])) for row in self._cache._claims.list(self._namespace)]
 
 
 class Claim:
@@ -409,7 +409,7 @@ def get_or_compute(
         remaining = _WAIT_SLICE if deadline is None else deadline - time.monotonic()
         if remaining <= 0:
             raise ClaimTimeout(f"no value for {key!r} appeared within {limit} s")
-        cache._claim_wait(namespace, key, min(remaining, _WAIT_SLICE))
+        cache._claims.wait(namespace, key, min(remaining, _WAIT_SLICE))
 
 
 def stable_name(func: Callable[..., Any]) -> str:

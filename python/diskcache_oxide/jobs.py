@@ -5,8 +5,8 @@ worker is leased, not removed, so a worker that dies mid-job loses nothing; the 
 again once its lease expires. See docs/decisions/D-015-job-queue-api.md for the shape of
 this API, and docs/queue-api-spec.md for the contract.
 
-The binding does the storage calls with the GIL released: ``CacheCore._job_*``, and the
-:class:`Job` and :class:`JobInfo` classes (a take decides what to do with a job this process
+The binding does the storage calls with the GIL released: ``Cache._jobs`` (a ``JobsCore``), and
+the :class:`Job` and :class:`JobInfo` classes (a take decides what to do with a job this process
 cannot decode inside its own transaction). This module names the queues, checks the
 arguments of its own calls and reports what a take could not decode.
 """
@@ -207,7 +207,7 @@ class JobQueue:
         if unique is not None and not isinstance(unique, str):
             raise TypeError(f"unique must be a str or None, not {_type_name(unique)}")
         attempts = self._max_attempts if max_attempts is None else _max_attempts(max_attempts)
-        return self._cache._job_put(
+        return self._cache._jobs.put(
             self._queue(queue), value, _seconds("delay", delay), unique, attempts
         )
 
@@ -221,7 +221,7 @@ class JobQueue:
     ) -> list[int]:
         """Add several jobs in one transaction; returns their ids, in order."""
         attempts = self._max_attempts if max_attempts is None else _max_attempts(max_attempts)
-        return self._cache._job_put_many(
+        return self._cache._jobs.put_many(
             self._queue(queue), values, _seconds("delay", delay), attempts
         )
 
@@ -258,7 +258,7 @@ class JobQueue:
         """
         count = _count("n", n)
         length = self._lease if lease is None else _seconds("lease", lease)
-        taken, errors = self._cache._job_take(
+        taken, errors = self._cache._jobs.take(
             list(self._queues), length, count, _timeout(timeout), self._lease
         )
         for err in errors:
@@ -307,7 +307,7 @@ class JobQueue:
         """Requeue the expired leases of every queue in the directory (or move them to the
         dead-letter list once out of attempts). :meth:`take` already does this for the
         queues it serves."""
-        requeued, dead = self._cache._job_sweep(None)
+        requeued, dead = self._cache._jobs.sweep(None)
         return Swept(requeued, dead)
 
     def dead(self, *, queue: str | None = None, limit: int = 100) -> list[JobInfo]:
@@ -316,29 +316,29 @@ class JobQueue:
         names = self._queues if queue is None else (_queue_name("queue", queue),)
         found: list[JobInfo] = []
         for name in names:
-            found.extend(self._cache._job_dead(name, 0, count))
+            found.extend(self._cache._jobs.dead(name, 0, count))
         found.sort(key=lambda info: info.id)
         return found[:count]
 
     def requeue(self, job_id: int, *, delay: float = 0.0) -> bool:
         """Put a dead job back in its queue with its attempts reset. False if it is not
         dead."""
-        return self._cache._job_requeue(_job_id(job_id), _seconds("delay", delay))
+        return self._cache._jobs.requeue(_job_id(job_id), _seconds("delay", delay))
 
     def delete(self, job_id: int) -> bool:
         """Delete a job in any state. False if there was none."""
-        return self._cache._job_delete(_job_id(job_id))
+        return self._cache._jobs.delete(_job_id(job_id))
 
     def get(self, job_id: int) -> JobInfo | None:
         """A job by id, in any state; None if there is none."""
-        return self._cache._job_info(_job_id(job_id))
+        return self._cache._jobs.info(_job_id(job_id))
 
     def counts(self, queue: str | None = None) -> JobCounts:
         """Jobs by state: of ``queue``, or summed over this queue's names."""
         names = self._queues if queue is None else (_queue_name("queue", queue),)
         totals = [0, 0, 0, 0]
         for name in names:
-            for index, n in enumerate(self._cache._job_counts(name)):
+            for index, n in enumerate(self._cache._jobs.counts(name)):
                 totals[index] += n
         return JobCounts(*totals)
 

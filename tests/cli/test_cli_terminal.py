@@ -56,7 +56,7 @@ def fill_hostile(directory: Path) -> Hostile:
         ready = jobs.put("waiting", unique=HOSTILE)
         # A claim as a process on another host would record it (the binding's own call,
         # since Claims records this host's name).
-        assert cache._claim_acquire(HOSTILE, HOSTILE, 600.0, "f" * 32, HOSTILE, 4242)
+        assert cache._claims.acquire(HOSTILE, HOSTILE, 600.0, "f" * 32, HOSTILE, 4242)
     # check reports the files in values/ that no entry names, by their path.
     (directory / "values").mkdir(exist_ok=True)
     (directory / "values" / ("junk" + HOSTILE.replace("/", "_"))).write_text("x")

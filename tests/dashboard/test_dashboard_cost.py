@@ -12,7 +12,7 @@ import subprocess
 import sys
 import textwrap
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,21 +31,36 @@ HOST = {"base_url": "http://127.0.0.1:8000"}
 
 
 class Spy:
-    """Counts the calls of a ``Cache`` method, and the rows its answers held."""
+    """Counts the calls of one of the binding's job calls (``Cache._jobs.<name>``), and the
+    rows its answers held."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
         self.calls = 0
         self.rows = 0
-        original: Callable[..., Any] = getattr(Cache, name)
+        handle: Any = Cache._jobs
+        spy = self
 
-        def spied(cache: Cache, *args: Any, **kwargs: Any) -> Any:
-            answer = original(cache, *args, **kwargs)
-            self.calls += 1
-            if isinstance(answer, list):
-                self.rows += len(answer)
-            return answer
+        class Jobs:
+            """The cache's ``JobsCore``, with ``name`` counted."""
 
-        monkeypatch.setattr(Cache, name, spied)
+            def __init__(self, jobs: Any) -> None:
+                self._jobs = jobs
+
+            def __getattr__(self, attr: str) -> Any:
+                found = getattr(self._jobs, attr)
+                if attr != name:
+                    return found
+
+                def spied(*args: Any, **kwargs: Any) -> Any:
+                    answer = found(*args, **kwargs)
+                    spy.calls += 1
+                    if isinstance(answer, list):
+                        spy.rows += len(answer)
+                    return answer
+
+                return spied
+
+        monkeypatch.setattr(Cache, "_jobs", property(lambda cache: Jobs(handle.__get__(cache))))
 
 
 @pytest.fixture
@@ -70,7 +85,7 @@ def test_a_poll_of_100k_ready_jobs_reads_a_page_per_state(
     many_ready: tuple[Path, dict[str, int]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     directory, ids = many_ready
-    listing = Spy(monkeypatch, "_job_list")
+    listing = Spy(monkeypatch, "list")
     with admin.open_cache(directory) as cache:
         state = snapshot(cache, limit=20)
     (bulk,) = state["job_queues"]
@@ -113,7 +128,7 @@ def many_lists(tmp_path: Path) -> Path:
 
 
 def test_long_lists_are_paged(many_lists: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    counting = Spy(monkeypatch, "_job_counts")
+    counting = Spy(monkeypatch, "counts")
     with TestClient(create_app(many_lists), **HOST) as client:
         answer = client.get("/api/state")
         state = answer.json()

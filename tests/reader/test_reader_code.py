@@ -15,8 +15,8 @@ from reader_harness import READER_ROOT
 PACKAGE = READER_ROOT / "reader"
 
 #: The calls that add work to a queue: JobQueue.put/put_many (and the async face's), the
-#: cache's push, and the binding's calls under them.
-ADDING = {"put", "put_many", "push", "_job_put", "_job_put_many"}
+#: cache's push, and the binding's calls under them (``Cache._jobs.put``/``put_many``).
+ADDING = {"put", "put_many", "push"}
 
 #: diskcache_oxide's pay-once names.
 PAY_ONCE = {

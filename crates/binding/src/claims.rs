@@ -1,10 +1,12 @@
-//! The claim calls behind `diskcache_oxide.Claims` (D-044): the engine's claims table, which
-//! no clear, eviction, expiry or cull touches, and the wait a compute-once waiter sleeps in
-//! until the value is stored or the claim is released or runs out.
+//! `ClaimsCore`, the binding's handle on the engine's claims (`Cache::claims(namespace)`,
+//! D-044): the calls behind `diskcache_oxide.Claims`, on the claims table that no clear,
+//! eviction, expiry or cull touches, and the wait a compute-once waiter sleeps in until the
+//! value is stored or the claim is released or runs out. `CacheCore._claims` gives it out.
 
-use crate::convert::{key_from_py, key_to_py};
-use crate::core::{run, CacheCore};
-use diskcache_oxide_engine::ClaimInfo;
+use crate::convert::{key_from_py, key_to_py, Ctx};
+use crate::errors::to_py;
+use crate::run::{run, Shared, WAIT_SLICE};
+use diskcache_oxide_engine::{ClaimInfo, Error};
 use pyo3::prelude::*;
 use std::time::{Duration, Instant};
 
@@ -15,11 +17,32 @@ fn tuple(info: ClaimInfo) -> InfoTuple {
     (info.token, info.host, info.pid, info.acquired, info.expires)
 }
 
+/// The claims of one cache, in every namespace: `CacheCore._claims`. Holds the engine handle
+/// it shares with the `CacheCore` that opened it, and the handle's `pickle` setting, for keys.
+#[pyclass(frozen, module = "diskcache_oxide", name = "ClaimsCore")]
+pub(crate) struct ClaimsCore {
+    cache: Shared,
+    pickle: bool,
+}
+
+impl ClaimsCore {
+    pub(crate) fn new(cache: Shared, pickle: bool) -> Self {
+        ClaimsCore { cache, pickle }
+    }
+
+    fn ctx(&self) -> Ctx<'_> {
+        Ctx {
+            pickle: self.pickle,
+            cache: &self.cache,
+        }
+    }
+}
+
 #[pymethods]
-impl CacheCore {
+impl ClaimsCore {
     /// Take the claim on `key` in `namespace` for `lease` seconds with `token`; True if taken.
     #[allow(clippy::too_many_arguments)] // the holder's host and pid ride along for holder()
-    fn _claim_acquire(
+    fn acquire(
         &self,
         py: Python<'_>,
         namespace: &str,
@@ -29,9 +52,8 @@ impl CacheCore {
         host: &str,
         pid: i64,
     ) -> PyResult<bool> {
-        let h = self.h()?;
-        let k = key_from_py(py, key, &h.ctx())?;
-        let cache = &*h.cache;
+        let k = key_from_py(py, key, &self.ctx())?;
+        let cache = &*self.cache;
         run(py, true, || {
             cache
                 .claims(namespace)
@@ -40,21 +62,20 @@ impl CacheCore {
     }
 
     /// Release the claim if `token` holds it; True if it did.
-    fn _claim_release(
+    fn release(
         &self,
         py: Python<'_>,
         namespace: &str,
         key: &Bound<'_, PyAny>,
         token: &str,
     ) -> PyResult<bool> {
-        let h = self.h()?;
-        let k = key_from_py(py, key, &h.ctx())?;
-        let cache = &*h.cache;
+        let k = key_from_py(py, key, &self.ctx())?;
+        let cache = &*self.cache;
         run(py, true, || cache.claims(namespace).release(&k, token))
     }
 
     /// Make the claim end `lease` seconds from now if `token` holds it: the new end, or None.
-    fn _claim_extend(
+    fn extend(
         &self,
         py: Python<'_>,
         namespace: &str,
@@ -62,37 +83,34 @@ impl CacheCore {
         token: &str,
         lease: f64,
     ) -> PyResult<Option<f64>> {
-        let h = self.h()?;
-        let k = key_from_py(py, key, &h.ctx())?;
-        let cache = &*h.cache;
+        let k = key_from_py(py, key, &self.ctx())?;
+        let cache = &*self.cache;
         run(py, true, || {
             cache.claims(namespace).extend(&k, token, lease)
         })
     }
 
     /// Who holds the live claim, as `(token, host, pid, acquired, expires)`, or None.
-    fn _claim_holder(
+    fn holder(
         &self,
         py: Python<'_>,
         namespace: &str,
         key: &Bound<'_, PyAny>,
     ) -> PyResult<Option<InfoTuple>> {
-        let h = self.h()?;
-        let k = key_from_py(py, key, &h.ctx())?;
-        let cache = &*h.cache;
+        let k = key_from_py(py, key, &self.ctx())?;
+        let cache = &*self.cache;
         Ok(run(py, true, || cache.claims(namespace).holder(&k))?.map(tuple))
     }
 
     /// Remove the live claim whoever holds it; True if there was one.
-    fn _claim_break(
+    fn break_claim(
         &self,
         py: Python<'_>,
         namespace: &str,
         key: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
-        let h = self.h()?;
-        let k = key_from_py(py, key, &h.ctx())?;
-        let cache = &*h.cache;
+        let k = key_from_py(py, key, &self.ctx())?;
+        let cache = &*self.cache;
         run(py, true, || cache.claims(namespace).break_claim(&k))
     }
 
@@ -100,15 +118,14 @@ impl CacheCore {
     /// `(namespace, key, token, host, pid, acquired, expires)`, by namespace and key; with
     /// `limit`, at most that many after skipping `offset` (an operator's page, D-046).
     #[pyo3(signature = (namespace=None, limit=None, offset=0))]
-    fn _claims_list<'py>(
+    fn list<'py>(
         &self,
         py: Python<'py>,
         namespace: Option<&str>,
         limit: Option<usize>,
         offset: usize,
     ) -> PyResult<Vec<Bound<'py, PyAny>>> {
-        let h = self.h()?;
-        let cache = &*h.cache;
+        let cache = &*self.cache;
         let found = run(py, true, || match (namespace, limit, offset) {
             (Some(ns), None, 0) => cache.claims(ns).list(),
             (None, None, 0) => cache.all_claims(),
@@ -117,7 +134,7 @@ impl CacheCore {
         found
             .into_iter()
             .map(|c| {
-                let key = key_to_py(py, c.key, h.pickle)?;
+                let key = key_to_py(py, c.key, self.pickle)?;
                 let i = c.info;
                 (
                     c.namespace,
@@ -136,8 +153,8 @@ impl CacheCore {
 
     /// How many live claims there are (of `namespace`, or of every namespace).
     #[pyo3(signature = (namespace=None))]
-    fn _claims_count(&self, py: Python<'_>, namespace: Option<&str>) -> PyResult<u64> {
-        let cache = &*self.h()?.cache;
+    fn count(&self, py: Python<'_>, namespace: Option<&str>) -> PyResult<u64> {
+        let cache = &*self.cache;
         run(py, true, || cache.claims_count(namespace))
     }
 
@@ -147,7 +164,7 @@ impl CacheCore {
     /// waiter wakes when the winner's commit rings the directory's bell, and at the moment
     /// the claim runs out; where there is no bell (D-040) it polls.
     #[pyo3(signature = (namespace, key, timeout, value=true))]
-    fn _claim_wait(
+    fn wait(
         &self,
         py: Python<'_>,
         namespace: &str,
@@ -155,15 +172,14 @@ impl CacheCore {
         timeout: f64,
         value: bool,
     ) -> PyResult<bool> {
-        let h = self.h()?;
-        let k = key_from_py(py, key, &h.ctx())?;
-        let cache = &*h.cache;
+        let k = key_from_py(py, key, &self.ctx())?;
+        let cache = &*self.cache;
         let total = Duration::try_from_secs_f64(timeout.max(0.0)).unwrap_or(Duration::ZERO);
         let deadline = Instant::now() + total;
         loop {
             // In slices, so that Ctrl-C is seen and a claim's end is never slept past.
             let left = deadline.saturating_duration_since(Instant::now());
-            let slice = left.min(Duration::from_millis(200));
+            let slice = left.min(WAIT_SLICE);
             let ready = py.detach(|| {
                 cache.wait_for(slice, || {
                     if value && cache.contains(&k)? {
@@ -179,8 +195,8 @@ impl CacheCore {
                 Ok(Some(())) => return Ok(true),
                 Ok(None) if left <= slice => return Ok(false),
                 Ok(None) => py.check_signals()?,
-                Err(diskcache_oxide_engine::Error::Timeout) => py.check_signals()?,
-                Err(e) => return Err(crate::errors::to_py(py, e)),
+                Err(Error::Timeout) => py.check_signals()?,
+                Err(e) => return Err(to_py(py, e)),
             }
         }
     }

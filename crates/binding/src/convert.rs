@@ -27,18 +27,6 @@ pub(crate) const MAX_ENCODE_ITEMS: u64 = 10_000_000;
 /// by this build reads back.
 const MAX_DECODE_DEPTH: u32 = 512;
 
-/// A truthy/falsy flag argument (python-diskcache accepts any truthy value, e.g. `read=1`).
-#[derive(Clone, Copy, Default)]
-pub(crate) struct Flag(pub bool);
-
-impl<'a, 'py> FromPyObject<'a, 'py> for Flag {
-    type Error = PyErr;
-
-    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
-        Ok(Flag(obj.is_truthy()?))
-    }
-}
-
 /// Why a Python object has no safe-format form.
 pub(crate) enum ConvError {
     Py(PyErr),

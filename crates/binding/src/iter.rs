@@ -163,7 +163,7 @@ impl Drop for KeyIterator {
     fn drop(&mut self) {
         // This may be the last reference to the engine handle (see `CacheCore::drop`).
         if let Some(cache) = self.cache.take() {
-            crate::core::release(cache);
+            crate::run::release(cache);
         }
     }
 }

@@ -6,16 +6,22 @@
 
 use pyo3::prelude::*;
 
+mod args;
 mod cache;
 mod claims;
 mod convert;
 mod core;
+mod decode;
 mod errors;
+mod handle;
 mod iter;
+mod job;
 mod jobs;
 mod pyobj;
 mod queue;
 mod reader;
+mod run;
+mod shape;
 
 /// Claim `directory` as the root of a FanoutCache with `shards` shards (D-018): creates it
 /// if needed and writes `fanout.json`, or checks the one there. Raises `LayoutMismatchError`
@@ -45,8 +51,10 @@ fn platform_backends(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>>
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<core::CacheCore>()?;
     m.add_class::<iter::KeyIterator>()?;
-    m.add_class::<jobs::Job>()?;
-    m.add_class::<jobs::JobInfo>()?;
+    m.add_class::<jobs::JobsCore>()?;
+    m.add_class::<claims::ClaimsCore>()?;
+    m.add_class::<job::Job>()?;
+    m.add_class::<job::JobInfo>()?;
     m.add_function(wrap_pyfunction!(pyobj::set_registry, m)?)?;
     m.add_function(wrap_pyfunction!(claim_fanout, m)?)?;
     m.add_function(wrap_pyfunction!(platform_backends, m)?)?;

@@ -66,7 +66,7 @@ class AsyncClaims:
             if remaining <= 0:
                 return None
             await self._acache._run(
-                claims.cache._claim_wait,
+                claims.cache._claims.wait,
                 claims.namespace,
                 key,
                 min(remaining, _WAIT_SLICE),

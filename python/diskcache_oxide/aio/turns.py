@@ -216,7 +216,7 @@ async def aget_or_compute(
         remaining = _WAIT_SLICE if deadline is None else deadline - time.monotonic()
         if remaining <= 0:
             raise ClaimTimeout(f"no value for {key!r} appeared within {limit} s")
-        await run(acache.cache._claim_wait, namespace, key, min(remaining, _WAIT_SLICE))
+        await run(acache.cache._claims.wait, namespace, key, min(remaining, _WAIT_SLICE))
 
 
 class AsyncComputeOnce(Protocol, Generic[P, R]):
