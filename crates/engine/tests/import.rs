@@ -82,7 +82,7 @@ fn each_entry_keeps_its_own_store_time_access_time_and_count() {
         Imported {
             key: "file".into(),
             value: ValueRef::Bytes(&big),
-            store_time: 1_700_000_000.0625,
+            store_time: 1_700_000_000.062_5,
             expire_time: Some(4_100_000_000.0),
             access_time: 1_700_000_123.0,
             access_count: i64::MAX,
@@ -112,7 +112,7 @@ fn each_entry_keeps_its_own_store_time_access_time_and_count() {
             ),
             (
                 "file".into(),
-                1_700_000_000.0625,
+                1_700_000_000.062_5,
                 Some(4_100_000_000.0),
                 1_700_000_123.0,
                 i64::MAX,
