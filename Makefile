@@ -46,8 +46,7 @@ py-test: build
 
 # The queue, job, claim and compute-once tests again with the portable fallbacks forced
 # (polling wake-ups, SQLite's own WAL index locks: D-040), as they run where there is no inotify.
-PORTABLE_TESTS := tests/queue tests/features/test_claims.py tests/features/test_compute_once.py \
-	tests/features/test_pay_once_scenario.py tests/durability/test_wal.py \
+PORTABLE_TESTS := tests/queue tests/payonce tests/durability/test_wal.py \
 	tests/durability/test_platform.py
 portable-test: build
 	DISKCACHE_OXIDE_PORTABLE=1 $(BIN)/python -m pytest $(PORTABLE_TESTS)

@@ -122,6 +122,9 @@ def _api_page() -> str:
         # module's `Job = _core.Job` reads to griffe as an attribute, not as the class).
         in_core = getattr(compiled, name, None) is value and kinds[name] < 2
         paths[name] = f"diskcache_oxide._core.{name}" if in_core else None
+        # A name defined in a private module of a package section (diskcache_oxide.migrate's
+        # _report, say) is documented in that section.
+        module = next((s for s in SECTIONS if module and module.startswith(s + ".")), module)
         if module not in SECTIONS:  # a constant, or a class of the compiled core
             module = _defining_module(name)
         sections.setdefault(module, []).append(name)
@@ -156,8 +159,10 @@ def _defining_module(name: str) -> str:
     """The first module of ``SECTIONS`` whose source defines or assigns ``name`` at the top."""
     defines = re.compile(rf"^((class|def) {re.escape(name)}\b|{re.escape(name)}\b.*=)", re.M)
     for module in SECTIONS:
-        source = (ROOT / "python" / Path(*module.split("."))).with_suffix(".py")
-        if defines.search(source.read_text(encoding="utf-8")):
+        path = ROOT / "python" / Path(*module.split("."))
+        # A module, or a package and every module in it.
+        sources = sorted(path.glob("*.py")) if path.is_dir() else [path.with_suffix(".py")]
+        if any(defines.search(source.read_text(encoding="utf-8")) for source in sources):
             return module
     return "diskcache_oxide"
 

@@ -5,34 +5,44 @@ Runs against ``diskcache_oxide`` (build it first: ``make build``). With
 which checks that they describe the reference's behaviour; tests marked ``oxide``
 (the safe value format, batch calls, ...) are skipped then.
 
-The folders name concerns: ``api`` (the Cache API, keys, values, value files, settings and
-handles, differential and state-machine tests against python-diskcache, departures from it),
-``queue`` (queue calls, leased jobs, delivery across processes, the Work queues page),
-``durability`` (crashes, faults, a full disk, load, fork, many processes, the WAL, timeouts),
-``safety`` (the safe format, damaged values, hostile files, permissions, bad input) and
-``features`` (claims, compute-once, asyncio, Deque, Index, recipes, cross-language, benches,
-the README). ``helpers`` holds the shared helpers and the bodies of spawned processes.
+The folders name concerns:
+
+- ``api``: the Cache API, keys, values, value files, settings and handles; differential and
+  state-machine tests against python-diskcache; departures from it; the API table.
+- ``queue``: queue calls, leased jobs, delivery across processes, the Work queues page.
+- ``payonce``: claims, compute-once, and the pay-once scenario of two lanes.
+- ``aio``: the asyncio faces (``diskcache_oxide.aio``).
+- ``recipes``: Deque, Index and the recipes (locks, barriers, throttles, memoize).
+- ``durability``: crashes, faults, a full disk, load, fork, many processes, the WAL, timeouts.
+- ``safety``: the safe format, damaged values, hostile files, permissions, bad input.
+- ``migrate``: migrating a python-diskcache 5.6.3 directory, hostile sources included.
+- ``cli``, ``dashboard``: the ``diskcache-oxide`` command and its web dashboard.
+- ``reader``: the example reader app (examples/reader), in process and in a browser.
+- ``django``: the Django cache backend.
+- ``docs``: every code block of the docs and the README runs as written.
+- ``benches``: the benchmarks run end to end.
+- ``crosslang``: values written from Python read by Rust programs through the engine, and back.
+
+``helpers`` holds the shared helpers and the bodies of spawned processes; pytest puts it (and
+``cli``, ``reader`` and examples/reader) on ``sys.path``: pyproject.toml's ``pythonpath``.
 ``upstream`` (python-diskcache's own suite, ``make upstream-test``) and ``wheel``
 (``make wheel-check``) are not collected here. ``make check`` runs the tests not marked
-``slow``.
+``slow``; the browser tests of ``reader`` and ``dashboard`` skip, saying why, without
+``make browser``.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+
+# The helper modules (support, the worker bodies of spawned processes) live in tests/helpers,
+# which pytest puts on sys.path (pyproject.toml's `pythonpath`), and are imported by name.
+import support
 from hypothesis import settings
-
-# The helper modules (support, the worker bodies of spawned processes) live in tests/helpers and
-# are imported by name. multiprocessing's spawned children inherit this sys.path; a script run
-# with subprocess that needs them sets PYTHONPATH to support.HELPERS.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "helpers"))
-
-import support  # noqa: E402
 
 # `make test` (and so CI) tries the same generated examples on every run, so what it finds can be
 # reproduced and a pass is not luck of the draw. `DCO_HYPOTHESIS=explore` draws new ones each run

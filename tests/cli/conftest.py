@@ -4,17 +4,12 @@
 from __future__ import annotations
 
 import json
-import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from cli_support import Filled, Run, fill  # noqa: E402
+from cli_support import Filled, Run, fill
 
 pytest.importorskip(
     "click", reason="the CLI's tests need click (pip install -r requirements-dev.txt)"

@@ -20,12 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browser import browser_missing, headless_chromium
+from cli_support import Filled, fill
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "cli"))
-
-from browser import browser_missing, headless_chromium  # noqa: E402
-from cli_support import Filled, fill  # noqa: E402
 
 REPO = HERE.parents[1]
 ARTIFACTS = REPO / "target" / "dashboard-artifacts"

@@ -15,8 +15,8 @@ import os
 import sys
 from typing import Any
 
-# This folder (tests/helpers): the root conftest puts it on sys.path, and spawned children
-# inherit that path, so they import these modules by name.
+# This folder (tests/helpers): pytest puts it on sys.path (pyproject.toml's `pythonpath`), and
+# spawned children inherit that path, so they import these modules by name.
 HELPERS = os.path.dirname(os.path.abspath(__file__))
 
 REFERENCE_MODE = os.environ.get("DCO_TEST_REFERENCE", "") not in ("", "0")

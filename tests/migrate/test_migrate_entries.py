@@ -5,13 +5,14 @@ tags, insertion order and the settings; the report counts and explains what it d
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 import time
 from typing import Any
 
 import diskcache
 import diskcache_oxide as dco
 import pytest
-from migrate_support import KEYS, VALUES, build_source, entries, migration, same
+from migrate_support import KEYS, VALUES, build_source, entries, same
 
 pytestmark = pytest.mark.oxide
 
@@ -56,13 +57,7 @@ def test_the_report_counts_bytes_and_names_what_is_approximate(tmp_path: Any) ->
     assert report.layout == "cache" and report.shards is None
     assert report.bytes > 3 * 100_000  # the large values alone
     assert "key" in report.carried and "tag" in report.carried
-    if not hasattr(dco.Cache, migration.IMPORT_CALL):
-        assert set(report.approximated) == {
-            "store_time",
-            "access_time",
-            "access_count",
-            "expire_time",
-        }
+    assert report.approximated == {}  # nothing streamed: every field is exact
     text = report.summary()
     assert f"converted {report.converted} of {report.total}" in text
     assert report.entries_per_second > 0
@@ -281,32 +276,85 @@ def test_progress_is_reported_from_zero_to_the_total(tmp_path: Any) -> None:
     assert report.converted == 2500
 
 
-def test_an_engine_bulk_import_call_is_used_when_present(
-    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The binding call that would carry store/access times and counts exactly (D-041):
-    migrate hands it whole rows with the source's own times when the engine has it."""
-    with diskcache.Cache(str(tmp_path / "src"), eviction_policy="least-frequently-used") as source:
-        source.set("a", 1, tag="t", expire=100)
-        source.get("a")
-        source.get("a")
-        (row,) = source._sql("SELECT store_time, access_time, access_count FROM Cache")
-    seen: list[tuple[Any, ...]] = []
+def _times_in_source(directory: str) -> list[tuple[Any, tuple[float, Any, float, int]]]:
+    """(key, (store_time, expire_time, access_time, access_count)) of every row of a
+    python-diskcache Cache, in insertion order, as python-diskcache stored them."""
+    with diskcache.Cache(directory) as source:
+        keys = list(source)  # in rowid order
+        rows = source._sql(
+            "SELECT store_time, expire_time, access_time, access_count FROM Cache ORDER BY rowid"
+        ).fetchall()
+    return list(zip(keys, [tuple(row) for row in rows], strict=True))
 
-    def import_many(self: Any, rows: list[tuple[Any, ...]]) -> list[Any]:
-        seen.extend(rows)
-        for key, value, read, _store, expire_time, _access, _count, tag in rows:
-            self.set(key, value, expire_time - time.time(), read=read, tag=tag)
-        return []
 
-    monkeypatch.setattr(dco.Cache, migration.IMPORT_CALL, import_many, raising=False)
-    report = dco.migrate(tmp_path / "src", tmp_path / "dst")
-    ((key, value, read, store_time, _, access_time, access_count, tag),) = seen
-    assert (key, value, read, tag) == ("a", 1, False, "t")
-    assert (store_time, access_time, access_count) == tuple(row)
-    assert access_count == 2
-    assert {"store_time", "access_time", "access_count"} <= set(report.carried)
+def _times_in_destination(directory: Any) -> list[tuple[Any, tuple[float, Any, float, int]]]:
+    """The same of a diskcache_oxide cache: the columns read from its database by a read-only
+    SQLite connection of the test's own, the keys through our API (in the same rowid order)."""
+    db = sqlite3.connect(f"file:{directory / 'cache.db'}?mode=ro", uri=True)
+    try:
+        rows = db.execute(
+            "SELECT store_time, expire_time, access_time, access_count FROM cache ORDER BY rowid"
+        ).fetchall()
+    finally:
+        db.close()
+    with dco.Cache(directory) as cache:
+        keys = list(cache)  # in rowid order; iterating reads no entry, so updates no time
+    return list(zip(keys, [tuple(row) for row in rows], strict=True))
+
+
+def test_store_and_access_times_and_counts_are_carried_exactly(tmp_path: Any) -> None:
+    """Through the real engine: every entry of a python-diskcache 5.6.3 Cache keeps its store
+    time, expiry, access time and access count, to the bit, as read back from our database."""
+    src = str(tmp_path / "src")
+    # Counts first (least-frequently-used counts reads), then access times
+    # (least-recently-used updates them), each entry read a different number of times, so
+    # no field holds a default or the time of the copy.
+    with diskcache.Cache(src, eviction_policy="least-frequently-used") as source:
+        for number, key in enumerate(["inline", ("a", "tuple"), 7, 2.5, b"raw", "file"]):
+            value = VALUES["large bytes"] if key == "file" else {"n": number}
+            source.set(key, value, expire=3600 + number if number % 2 else None, tag=number)
+            time.sleep(0.002)
+        for number, key in enumerate(list(source)):
+            for _ in range(number):
+                source.get(key)
+    with diskcache.Cache(src, eviction_policy="least-recently-used") as source:
+        for key in list(source)[::2]:
+            time.sleep(0.002)
+            source.get(key)
+    expected = _times_in_source(src)
+    assert len({row[0] for _, row in expected}) == len(expected)  # six store times
+    assert {row[3] for _, row in expected} == set(range(6))  # counts 0..5
+    assert any(row[2] != row[0] for _, row in expected)  # some read after being stored
+
+    report = dco.migrate(src, tmp_path / "dst")
+
+    assert report.converted == report.total == 6 and report.streamed == 0
+    assert _times_in_destination(tmp_path / "dst") == expected
+    carried = {"store_time", "expire_time", "access_time", "access_count"}
+    assert carried <= set(report.carried)
     assert report.approximated == {}
+
+
+def test_times_are_carried_exactly_into_every_shard_of_a_fanout_cache(tmp_path: Any) -> None:
+    src = tmp_path / "src"
+    with diskcache.FanoutCache(str(src), shards=3, eviction_policy="least-frequently-used") as f:
+        for number in range(60):
+            f.set(("k", number), number, expire=None if number % 3 else 600 + number)
+        for number in range(0, 60, 4):
+            for _ in range(number % 5):
+                f.get(("k", number))
+    expected = dict(
+        pair for shard in ("000", "001", "002") for pair in _times_in_source(str(src / shard))
+    )
+    report = dco.migrate(src, tmp_path / "dst")
+    assert report.converted == 60 and report.approximated == {}
+    got = dict(
+        pair
+        for shard in ("000", "001", "002")
+        for pair in _times_in_destination(tmp_path / "dst" / shard)
+    )
+    assert got == expected
+    assert {row[3] for row in got.values()} == {0, 1, 2, 3, 4}
 
 
 def test_opening_a_python_diskcache_directory_names_migrate(tmp_path: Any) -> None:

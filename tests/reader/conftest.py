@@ -8,18 +8,13 @@ installs them first.
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from browser import browser_missing, headless_chromium  # noqa: E402
-from reader_harness import ARTIFACTS, REBOUND_NAME, FakeLLM, OtherSite, ReaderRun  # noqa: E402
+from browser import browser_missing, headless_chromium
+from reader_harness import ARTIFACTS, REBOUND_NAME, FakeLLM, OtherSite, ReaderRun
 
 
 @pytest.fixture(scope="session")

@@ -27,9 +27,7 @@ ARTIFACTS = REPO / "target" / "reader-artifacts"
 #: DNS rebinding: a page of that name reaching the app is "same-origin" to the browser.
 REBOUND_NAME = "rebound.test"
 
-if str(READER_ROOT) not in sys.path:
-    sys.path.insert(0, str(READER_ROOT))
-
+# The reader app (examples/reader) is on sys.path through pyproject.toml's `pythonpath`.
 from diskcache_oxide import ClaimInfo, Claims  # noqa: E402
 from reader.config import Settings  # noqa: E402
 from reader.store import Store  # noqa: E402

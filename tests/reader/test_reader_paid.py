@@ -11,7 +11,7 @@ from reader import paid
 from reader.config import Settings
 from reader.feed import Article, Feed
 from reader.store import Store
-from reader_harness import FakeLLM  # (it also puts examples/reader on sys.path)
+from reader_harness import FakeLLM
 
 #: Text of each layout's boilerplate, none of which may reach the extracted article. (Promos
 #: placed *inside* the body, like "Read more:" links, are not in this list: trafilatura keeps
