@@ -148,3 +148,26 @@ def test_a_null_miss_is_evaluated_against_the_arguments() -> None:
     for _ in range(2):  # nothing is stored: fn runs every time, with its own arguments
         assert null.get_or_compute("k", lambda a, b=0: calls.append(a) or a + b, 2, b=5) == 7
     assert calls == [2, 2]
+
+
+def test_a_new_face_is_one_description() -> None:
+    # A second backend's face (the Redis issue) is a Face in _api.FACES: here, one that
+    # forwards every guarded call to a backend object, generated without being written out.
+    face = _api.Face(
+        module="example",
+        mixin="ExampleCalls",
+        summary="An example backend's calls.",
+        entry=lambda call: call.durable,
+        body=lambda call, _miss, body: [body.result(f"self._backend.{call.name}({body.passed})")],
+        lead=lambda call, _miss: f"`Cache.{call.name}` on the example backend.",
+        declares=("_backend: Cache",),
+    )
+    text = _generate.face_source(face)
+    tree = ast.parse(text)
+    (mixin,) = [node for node in tree.body if isinstance(node, ast.ClassDef)]
+    assert mixin.name == "ExampleCalls"
+    methods = {node.name for node in mixin.body if isinstance(node, ast.FunctionDef)}
+    assert methods == {call.name for call in _api.CALLS if call.durable is not None}
+    assert "return self._backend.get(key, default, read, expire_time, tag, retry)" in text
+    assert "        self._backend.__setitem__(key, value)\n" in text  # returns None
+    assert "Do not edit it by hand" in text
