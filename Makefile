@@ -31,12 +31,13 @@ lint: build
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/python -m mypy.stubtest diskcache_oxide._core
-	$(BIN)/python -c "from diskcache_oxide._api import write_faces_stub as w; raise SystemExit(w(check=True))"
+	$(BIN)/python -m diskcache_oxide._generate --check
 
-# The faces' generated types (python/diskcache_oxide/_faces.pyi), from the API table and Cache's
-# stubs: run after changing a call's parameters (see python/diskcache_oxide/_api.py).
+# The faces' methods (python/diskcache_oxide/_faces/*.py), generated as source from the API table
+# and Cache's signatures and docstrings: run after changing a call, its docstring or its row
+# (see python/diskcache_oxide/_api.py and docs/decisions/D-051-faces-as-generated-source.md).
 api: build
-	$(BIN)/python -c "from diskcache_oxide._api import write_faces_stub as w; raise SystemExit(w())"
+	$(BIN)/python -m diskcache_oxide._generate
 
 rust-test: $(DEPS)
 	cargo test -p diskcache-oxide-engine --quiet

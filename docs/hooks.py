@@ -11,8 +11,8 @@
 - ``SiteDocstrings``, a griffe extension (mkdocs.yml names it for mkdocstrings), gives the
   API page the docstrings that exist only once the package is imported. griffe reads the
   source: the methods of the compiled core have signatures in ``_core.pyi`` but their
-  docstrings in Rust, and the faces (``AsyncCache``, ``FanoutCache``, ``NullCache``) get
-  their generated members, typed in ``_faces.pyi``, and their docstrings at import time.
+  docstrings in Rust. (The faces' generated members, in ``_faces/``, are plain source with
+  their own docstrings: griffe reads them as inherited members.)
   It also shows the docstrings' Sphinx roles (``:class:`~diskcache_oxide.Timeout```) as
   code (``Timeout``), since the page is Markdown.
 """
@@ -177,7 +177,7 @@ class SiteDocstrings(griffe.Extension):
         for module in modules:
             try:
                 runtime = importlib.import_module(module.path)
-            except ImportError:  # _faces: a stub only; its members are filled below
+            except ImportError:  # a module that needs an optional dependency
                 continue
             for cls in _classes(module):
                 _fill(cls, runtime)

@@ -1,49 +1,155 @@
-"""The Cache API, declared once (docs/decisions/D-043-the-api-table.md).
+"""The Cache API, declared once (docs/decisions/D-043-the-api-table.md, D-051).
 
 A public call of :class:`~diskcache_oxide.Cache` is declared in two parts, each in one place:
 
-* **Its parameters, defaults and docstring** are Cache's own: the ``#[pyo3(signature)]`` and
-  doc comment of the compiled core for the hot calls, the ``def`` in ``core.py`` for the
-  Python ones. Their types are in ``_core.pyi`` (checked against the core by stubtest).
+* **Its parameters, defaults, types and docstring** are Cache's own: the
+  ``#[pyo3(signature)]`` and doc comment of the compiled core for the hot calls (their types
+  in ``_core.pyi``, checked by stubtest), the ``def`` in ``core.py`` for the Python ones.
 * **What every other face does with it** is its row in :data:`CALLS` below: what a
   :class:`~diskcache_oxide.NullCache` returns, what a durable handle returns on an
   operational error, what a :class:`~diskcache_oxide.FanoutCache` returns when a shard stays
-  locked, and what :class:`~diskcache_oxide.AsyncCache` calls the awaitable.
+  locked, and what :class:`~diskcache_oxide.AsyncCache` calls the awaitable. A miss is a
+  value, or one of the functions below called with the call's own arguments.
 
-At import, each face's methods are *generated* from the two: a function with exactly Cache's
-signature (so ``help()`` and ``inspect.signature`` show it), whose body does the face's part
-(returns the miss, forwards to the shard, runs the call in a thread). Their docstrings are
-Cache's, after a first line from the row. The faces' types for mypy are generated too, into
-``_faces.pyi``, by ``make api`` (:func:`write_faces_stub`; ``make lint`` checks it is current).
-So adding a parameter to a call is one edit to Cache (and its stub line, which stubtest
-checks); every face follows.
+:data:`FACES` says how each face turns a row into a method. ``make api`` (``python -m
+diskcache_oxide._generate``) writes each face's methods out as plain Python source, in
+``python/diskcache_oxide/_faces/<module>.py``: every method with Cache's signature, types
+and docstring, and a body that returns the miss, forwards to the shard or runs the call in a
+thread. The hand-written classes inherit them (``class NullCache(NullCacheCalls)``).
+``make lint`` and ``tests/api/test_api_table.py`` fail while a generated module is stale.
+Nothing is compiled at import (D-051).
+
+So adding a parameter to a call is one edit to Cache (and its stub line), then ``make api``.
+
+**Adding a face** (a second backend's cache, for instance): give :class:`Call` a column for
+it if its calls differ from one another (a :class:`Miss` per row, as ``durable`` has), and
+add a :class:`Face` to :data:`FACES` naming its module and mixin class, which calls it
+carries, the body of each (a function of the call, its entry and a :class:`Body`) and the
+first line of each docstring. ``make api`` then writes ``_faces/<module>.py``; the face's
+class inherits the mixin and defines what the bodies use (``declares``).
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["CALLS", "Call", "Miss", "shaped"]
+__all__ = ["CALLS", "FACES", "Body", "Call", "Face", "Miss", "shaped"]
+
+R = TypeVar("R")
+
+
+# ----- the misses: what a face gives back instead of the cache's answer -----------------------
+
+
+def shaped(value: Any, expires: Any, tag: Any, expire_time: Any, want_tag: Any) -> Any:
+    """``value`` with its ``expires``/``tag`` as a call with these flags returns it:
+    ``value``, ``(value, x)`` or ``(value, expires, tag)``, as :meth:`Cache.get` does."""
+    if expire_time and want_tag:
+        return (value, expires, tag)
+    if expire_time:
+        return (value, expires)
+    if want_tag:
+        return (value, tag)
+    return value
+
+
+def missed(default: Any, expire_time: Any, tag: Any) -> Any:
+    """``default`` as a missing key reads: alone, or with None for each of ``expire_time``
+    and ``tag`` asked for (``shaped(default, None, None, expire_time, tag)``)."""
+    if expire_time and tag:
+        return (default, None, None)
+    if expire_time or tag:
+        return (default, None)
+    return default
+
+
+def missing(key: Any) -> KeyError:
+    """The error ``cache[key]`` raises for a missing key."""
+    return KeyError(key)
+
+
+def empty() -> KeyError:
+    """The error ``peekitem()`` raises on an empty cache."""
+    return KeyError("dictionary is empty")
+
+
+def defaults(keys: Iterable[Any], default: Any) -> list[Any]:
+    """``default`` for every key."""
+    return [default for _ in keys]
+
+
+def nothing_kept(values: Iterable[Any]) -> list[None]:
+    """One None per value: no item was queued."""
+    return [None for _ in values]
+
+
+def nothing() -> Iterator[Any]:
+    """An iterator over no keys."""
+    return iter(())
+
+
+def incremented(key: Any, delta: Any, default: Any) -> Any:
+    """What ``incr`` returns for an absent key (KeyError if ``default`` is None)."""
+    if default is None:
+        raise KeyError(key)
+    return default + delta
+
+
+def decremented(key: Any, delta: Any, default: Any) -> Any:
+    """What ``decr`` returns for an absent key (KeyError if ``default`` is None)."""
+    return incremented(key, -delta, default)
+
+
+def waited(timeout: float | None) -> None:
+    """Sleep ``timeout`` seconds (if it is positive), as a pull waits for an item that never
+    comes, so a worker loop over an empty queue does not spin."""
+    if timeout is not None and timeout > 0:
+        time.sleep(timeout)
+
+
+def waited_missed(timeout: float | None, default: Any, expire_time: Any, tag: Any) -> Any:
+    """``missed(default, expire_time, tag)`` after :func:`waited`."""
+    waited(timeout)
+    return missed(default, expire_time, tag)
+
+
+def waited_none(timeout: float | None) -> list[Any]:
+    """``[]`` after :func:`waited`."""
+    waited(timeout)
+    return []
+
+
+def computed(fn: Callable[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
+    """``fn(*args, **kwargs)``: nothing stored, no claim taken."""
+    return fn(*args, **kwargs)
 
 
 @dataclass(frozen=True)
 class Miss:
     """What a face's call gives back instead of the cache's answer.
 
-    :param code: a Python expression over the call's parameters that gives the result, or a
-        ``raise`` statement; None: the face writes this member out itself
     :param said: the result in words, for the docstring's first line and the log
+    :param value: the result, a literal (written into the generated source as it is)
+    :param make: else a function of some of the call's parameters, called by their names
+        with the call's arguments; its result is returned, or raised with ``raises``
+    :param raises: ``make`` gives the exception to raise
+    :param given: else the name of the call's parameter whose argument is returned as it is
+    :param written: the face writes this member out by hand (nothing is generated)
     """
 
-    code: str | None
     said: str
+    value: Any = None
+    make: Callable[..., Any] | None = None
+    raises: bool = False
+    given: str | None = None
+    written: bool = False
 
 
 #: A FanoutCache call forwarded to the shard of ``key`` without catching anything.
-ROUTED = Miss("", "routed to the shard of ``key``")
+ROUTED = Miss("routed to the shard of ``key``")
 
 
 @dataclass(frozen=True)
@@ -78,48 +184,43 @@ class Call:
 
 
 def _written(said: str) -> Miss:
-    return Miss(None, said)
+    return Miss(said, written=True)
 
 
-def _returns(code: str, said: str | None = None) -> Miss:
-    return Miss(code, said or f"returns {code}")
+def _returns(value: Any, said: str | None = None) -> Miss:
+    return Miss(said or f"returns {value!r}", value)
 
-
-_SHAPED = "_shaped(default, None, None, expire_time, tag)"
-_EMPTY = "raise KeyError('dictionary is empty')"
 
 # fmt: off
 # The misses, named so that the table below reads as a table.
-FALSE, NONE, ZERO = _returns("False"), _returns("None"), _returns("0")
-NOTHING = Miss("None", "does nothing")
-DEFAULT = Miss(_SHAPED, "returns ``default`` (with ``expire_time``/``tag``, in a tuple with None "
-                        "for each)")
-DEFAULT_MISS = Miss(_SHAPED, "returns the default, shaped as a miss")
-DEFAULT_EMPTY = Miss(_SHAPED, "returns the default, as for an empty queue")
-BARE_DEFAULT = Miss("default", "returns the bare ``default``, as python-diskcache does")
-KEY_ERROR = Miss("raise KeyError(key)", "raises KeyError")
-KEY_MISSING = Miss("raise KeyError(key) from None", "raises KeyError, as for a missing key")
-EMPTY = Miss(_EMPTY, "raises KeyError, as on an empty cache")
-EMPTY_MISS = Miss(_EMPTY + " from None", "raises KeyError, as on an empty cache")
-DEFAULTS = Miss("[default for _ in keys]", "returns ``default`` for every key")
-NO_ITEMS = Miss("iter(())", "yields nothing")
-INCR = Miss("_plus(key, default, delta)", "returns ``default + delta``, as for an absent key, "
-                                          "and keeps nothing (KeyError if ``default`` is None)")
-DECR = Miss("_plus(key, default, -delta)", "returns ``default - delta``, as for an absent key, "
-                                           "and keeps nothing (KeyError if ``default`` is None)")
-DROPPED = Miss("None", "the value is dropped")
-PUSH_DROPPED = Miss("None", "returns None, and the item is dropped")
-PUSH_FAILED = Miss("None", "returns None (the item was NOT queued)")
-PUSHES_DROPPED = Miss("[None for _ in values]", "returns one None per value, and every item is "
-                                                "dropped")
-PUSHES_FAILED = Miss("[]", "returns [] (no item was queued)")
-PULL_WAITS = Miss(f"_waited(timeout, {_SHAPED})", "returns ``default`` (shaped by "
-                                                  "``expire_time``/``tag``) after waiting "
-                                                  "``timeout`` seconds for an item that never "
-                                                  "comes, so a worker loop does not spin")
-PULLS_WAIT = Miss("_waited(timeout, [])", "returns ``[]`` after waiting ``timeout`` seconds")
-PEEK = Miss(_SHAPED, "returns ``default`` (shaped by ``expire_time``/``tag``)")
-SET_MANY = Miss("None", "returns None, and no pair is kept")
+FALSE, NONE, ZERO = _returns(False), _returns(None), _returns(0)
+NOTHING = Miss("does nothing")
+DEFAULT = Miss("returns ``default`` (with ``expire_time``/``tag``, in a tuple with None for "
+               "each)", make=missed)
+DEFAULT_MISS = Miss("returns the default, shaped as a miss", make=missed)
+DEFAULT_EMPTY = Miss("returns the default, as for an empty queue", make=missed)
+BARE_DEFAULT = Miss("returns the bare ``default``, as python-diskcache does", given="default")
+KEY_ERROR = Miss("raises KeyError", make=missing, raises=True)
+KEY_MISSING = Miss("raises KeyError, as for a missing key", make=missing, raises=True)
+EMPTY = Miss("raises KeyError, as on an empty cache", make=empty, raises=True)
+DEFAULTS = Miss("returns ``default`` for every key", make=defaults)
+NO_ITEMS = Miss("yields nothing", make=nothing)
+INCR = Miss("returns ``default + delta``, as for an absent key, and keeps nothing (KeyError "
+            "if ``default`` is None)", make=incremented)
+DECR = Miss("returns ``default - delta``, as for an absent key, and keeps nothing (KeyError "
+            "if ``default`` is None)", make=decremented)
+DROPPED = Miss("the value is dropped")
+PUSH_DROPPED = Miss("returns None, and the item is dropped")
+PUSH_FAILED = Miss("returns None (the item was NOT queued)")
+PUSHES_DROPPED = Miss("returns one None per value, and every item is dropped",
+                      make=nothing_kept)
+PUSHES_FAILED = _returns([], "returns [] (no item was queued)")
+PULL_WAITS = Miss("returns ``default`` (shaped by ``expire_time``/``tag``) after waiting "
+                  "``timeout`` seconds for an item that never comes, so a worker loop does "
+                  "not spin", make=waited_missed)
+PULLS_WAIT = Miss("returns ``[]`` after waiting ``timeout`` seconds", make=waited_none)
+PEEK = Miss("returns ``default`` (shaped by ``expire_time``/``tag``)", make=missed)
+SET_MANY = Miss("returns None, and no pair is kept")
 
 #: Every public member of Cache: what NullCache does, what a durable handle returns after an
 #: operational error, what FanoutCache returns when the key's shard stays locked, and
@@ -136,7 +237,7 @@ CALLS: tuple[Call, ...] = (
     Call("durable", _written("the ``durable`` setting it was made with (default False)")),
     # name                NullCache       durable             FanoutCache    AsyncCache
     Call("set",           FALSE,          FALSE,              FALSE,         "set"),
-    Call("__setitem__",   DROPPED,        Miss("None", "returns without storing"),
+    Call("__setitem__",   DROPPED,        Miss("returns without storing"),
                                                               ROUTED,        "setitem", "[]="),
     Call("add",           FALSE,          FALSE,              FALSE,         "add"),
     Call("touch",         FALSE,          FALSE,              FALSE,         "touch"),
@@ -147,10 +248,10 @@ CALLS: tuple[Call, ...] = (
     Call("read",          KEY_ERROR,      KEY_MISSING,        None,          "read"),
     Call("__contains__",  FALSE,          FALSE,              ROUTED,        "contains", "in"),
     Call("pop",           DEFAULT,        DEFAULT_MISS,       BARE_DEFAULT,  "pop"),
-    Call("__delitem__",   KEY_ERROR,      Miss("None", "returns without deleting"),
+    Call("__delitem__",   KEY_ERROR,      Miss("returns without deleting"),
                                                               ROUTED,        "delitem", "del []"),
     Call("delete",        FALSE,          FALSE,              FALSE,         "delete"),
-    Call("peekitem",      EMPTY,          EMPTY_MISS,         None,          "peekitem"),
+    Call("peekitem",      EMPTY,          EMPTY,              None,          "peekitem"),
     Call("get_many",      DEFAULTS,       DEFAULTS,           None,          "get_many",
          listed=("keys",)),
     Call("set_many",      SET_MANY,       FALSE,              None,          "set_many"),
@@ -160,9 +261,9 @@ CALLS: tuple[Call, ...] = (
     Call("evict",         ZERO,           ZERO,               None,          "evict"),
     Call("clear",         ZERO,           ZERO,               None,          "clear"),
     Call("cull",          ZERO,           ZERO,               None,          "cull"),
-    Call("check",         _returns("[]", "returns ``[]`` (no problems)"),
+    Call("check",         _returns([], "returns ``[]`` (no problems)"),
                                           None,               None,          "check"),
-    Call("stats",         _returns("(0, 0)"), _returns("(0, 0)"), None,      "stats"),
+    Call("stats",         _returns((0, 0)), _returns((0, 0)), None,          "stats"),
     Call("volume",        ZERO,           ZERO,               None,          "volume"),
     Call("reset",         _written("reads the setting (the counters read 0) or remembers the new "
                                    "value (ValueError for an unknown setting, or for setting a "
@@ -173,8 +274,8 @@ CALLS: tuple[Call, ...] = (
     Call("transact",      _written("the block just runs, with nothing to lock")),
     Call("memoize",       _written("the decorated function runs on every call (its "
                                    "``__cache_key__`` gives the keys `Cache.memoize` would use)")),
-    Call("get_or_compute", Miss("fn(*args, **kwargs)", "calls ``fn`` every time: nothing is "
-                                "stored and no claim is taken"),
+    Call("get_or_compute", Miss("calls ``fn`` every time: nothing is stored and no claim is "
+                                "taken", make=computed),
                                           None,               ROUTED),
     Call("__len__",       ZERO,           ZERO,               None,          "length", "len"),
     Call("__iter__",      NO_ITEMS),
@@ -185,7 +286,7 @@ CALLS: tuple[Call, ...] = (
     Call("push_many",     PUSHES_DROPPED, PUSHES_FAILED,      None,          "push_many",
          listed=("values",)),
     Call("pull",          PULL_WAITS,     DEFAULT_EMPTY),
-    Call("pull_many",     PULLS_WAIT,     _returns("[]")),
+    Call("pull_many",     PULLS_WAIT,     _returns([])),
     Call("peek",          PEEK,           DEFAULT_EMPTY,      None,          "peek"),
     # lifetime
     Call("close",         NOTHING,        None,               None,          "close"),
@@ -195,303 +296,185 @@ CALLS: tuple[Call, ...] = (
 BY_NAME: dict[str, Call] = {call.name: call for call in CALLS}
 
 
-# ----- the miss values' helpers, in every generated body's namespace -------------------------
-
-
-def shaped(value: Any, expires: Any, tag: Any, expire_time: Any, want_tag: Any) -> Any:
-    """``value`` with its ``expires``/``tag`` as a call with these flags returns it:
-    ``value``, ``(value, x)`` or ``(value, expires, tag)``, as :meth:`Cache.get` does."""
-    if expire_time and want_tag:
-        return (value, expires, tag)
-    if expire_time:
-        return (value, expires)
-    if want_tag:
-        return (value, tag)
-    return value
-
-
-def _plus(key: Any, default: Any, delta: Any) -> Any:
-    if default is None:
-        raise KeyError(key)
-    return default + delta
-
-
-def _waited(timeout: float | None, result: Any) -> Any:
-    import time
-
-    if timeout is not None and timeout > 0:
-        time.sleep(timeout)
-    return result
-
-
-_HELPERS: dict[str, Any] = {"_shaped": shaped, "_plus": _plus, "_waited": _waited}
-
-
-# ----- generating a face's members -----------------------------------------------------------
-
-
-def _parameters(signature: inspect.Signature, defaults: dict[str, Any]) -> tuple[str, str]:
-    """The ``def``'s parameter list and the forwarding call's argument list (without self);
-    the default values go into ``defaults`` under the names the parameter list uses."""
-    defined: list[str] = []
-    passed: list[str] = []
-    starred = False
-    params = list(signature.parameters.values())
-    for index, param in enumerate(params):
-        text = param.name
-        if param.kind is param.VAR_POSITIONAL:
-            text, starred = f"*{param.name}", True
-        elif param.kind is param.VAR_KEYWORD:
-            text = f"**{param.name}"
-        elif param.kind is param.KEYWORD_ONLY and not starred:
-            defined.append("*")
-            starred = True
-        if param.default is not param.empty:
-            defaults[f"_default_{param.name}"] = param.default
-            text += f"=_default_{param.name}"
-        defined.append(text)
-        following = params[index + 1].kind if index + 1 < len(params) else None
-        if param.kind is param.POSITIONAL_ONLY and following is not param.POSITIONAL_ONLY:
-            defined.append("/")
-        if index == 0:
-            continue  # self
-        if param.kind is param.KEYWORD_ONLY:
-            passed.append(f"{param.name}={param.name}")
-        elif param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            passed.append(text.split("=")[0])
-        else:
-            passed.append(param.name)
-    return ", ".join(defined), ", ".join(passed)
-
-
-def _outcome(code: str) -> str:
-    return code if code.startswith("raise ") else f"return {code}"
-
-
-def _define(
-    face: type,
-    name: str,
-    signature: inspect.Signature,
-    body: Callable[[str], list[str]],
-    names: dict[str, Any],
-    *,
-    is_async: bool = False,
-    as_name: str | None = None,
-) -> None:
-    """Set ``face.<as_name or name>`` to a function with ``signature`` whose body is
-    ``body(arguments)``; ``names`` are the body's globals."""
-    namespace: dict[str, Any] = {**_HELPERS, **names}
-    defined, passed = _parameters(signature, namespace)
-    member = as_name or name
-    lines = "".join(f"    {line}\n" for line in body(passed))
-    source = f"{'async ' if is_async else ''}def {member}({defined}):\n{lines}"
-    exec(compile(source, f"<diskcache_oxide._api: {face.__name__}.{member}>", "exec"), namespace)
-    function = namespace[member]
-    function.__qualname__ = f"{face.__qualname__}.{member}"
-    function.__module__ = face.__module__
-    setattr(face, member, function)
-
-
-def _signature(source: type, name: str) -> inspect.Signature:
-    return inspect.signature(getattr(source, name))
-
-
-def _listing(call: Call) -> list[str]:
-    return [f"{name} = list({name})" for name in call.listed]
-
-
-def null_face(face: type, source: type) -> list[str]:
-    """Give ``face`` (NullCache) every member whose NullCache miss is a value; the names."""
-    made = []
-    for call in CALLS:
-        code = call.null.code
-        if code is None:
-            continue
-
-        def body(_passed: str, code: str = code) -> list[str]:
-            return [_outcome(code)]
-
-        _define(face, call.name, _signature(source, call.name), body, {})
-        made.append(call.name)
-    return made
-
-
-def durable_face(face: type, source: type, operational: tuple[type[BaseException], ...]) -> None:
-    """Give ``face`` (the durable handle's class) each guarded call: Cache's, with an
-    operational error logged by ``self._failed`` and turned into the call's miss."""
-    for call in CALLS:
-        if call.durable is None or call.durable.code is None:
-            continue
-        miss = call.durable
-
-        def body(passed: str, call: Call = call, miss: Miss = miss) -> list[str]:
-            return [
-                *_listing(call),
-                "try:",
-                f"    return super(_face, self).{call.name}({passed})",
-                "except _operational as error:",
-                f"    self._failed({call.spoken!r}, error, {miss.said!r})",
-                f"    {_outcome(miss.code or 'None')}",
-            ]
-
-        _define(
-            face,
-            call.name,
-            _signature(source, call.name),
-            body,
-            {"_face": face, "_operational": operational},
-        )
-
-
-def fanout_face(face: type, source: type, timeout: type[BaseException]) -> list[str]:
-    """Give ``face`` (FanoutCache) each call routed to the shard of its ``key``; the names."""
-    made = []
-    for call in CALLS:
-        miss = call.fanout
-        if miss is None:
-            continue
-
-        def body(passed: str, call: Call = call, miss: Miss = miss) -> list[str]:
-            forward = f"self._shard(key).{call.name}({passed})"
-            if miss is ROUTED:
-                return [f"return {forward}"]
-            return [
-                "try:",
-                f"    return {forward}",
-                "except _timeout:",
-                f"    {_outcome(miss.code or 'None')}",
-            ]
-
-        _define(face, call.name, _signature(source, call.name), body, {"_timeout": timeout})
-        made.append(call.name)
-    return made
-
-
-def async_face(face: type, source: type) -> dict[str, str]:
-    """Give ``face`` (AsyncCache) each awaitable that runs the call in the cache's executor;
-    awaitable name -> Cache name."""
-    made = {}
-    for call in CALLS:
-        if call.aio is None:
-            continue
-
-        def body(passed: str, call: Call = call) -> list[str]:
-            arguments = f", {passed}" if passed else ""
-            return [*_listing(call), f"return await self._run(self._cache.{call.name}{arguments})"]
-
-        _define(
-            face,
-            call.name,
-            _signature(source, call.name),
-            body,
-            {},
-            is_async=True,
-            as_name=call.aio,
-        )
-        made[call.aio] = call.name
-    return made
-
-
 def leads(face_lead: Callable[[Call], str]) -> Callable[[str], str]:
-    """A ``mirror_docs`` lead for the members named in :data:`CALLS`."""
+    """A ``mirror_docs`` lead for the hand-written members named in :data:`CALLS`."""
     return lambda name: face_lead(BY_NAME[name])
 
 
-# ----- the faces' types, generated into _faces.pyi -------------------------------------------
+# ----- the faces: how each turns a row into a method -----------------------------------------
 
 
-def _typed_members() -> dict[str, Any]:
-    """Cache's members as annotated ``def`` nodes: the compiled core's from ``_core.pyi``,
-    then the Python ones from ``core.py`` (which take precedence)."""
-    import ast
-    import pathlib
+class Body:
+    """What a face's body is written with: the call's arguments, and its outcomes as lines of
+    source (the generator gives one to each body)."""
 
-    here = pathlib.Path(__file__).parent
-    found: dict[str, Any] = {}
-    for file, cls in (("_core.pyi", "CacheCore"), ("core.py", "Cache")):
-        tree = ast.parse((here / file).read_text())
-        for node in tree.body:
-            if isinstance(node, ast.ClassDef) and node.name == cls:
-                for item in node.body:
-                    if isinstance(item, ast.FunctionDef):
-                        found[item.name] = item
-    return found
+    def __init__(
+        self, call: Call, passed: str, outcome: Callable[[Miss, bool], str], returns: bool
+    ) -> None:
+        self.call = call
+        #: The call's arguments, to forward it: ``key, default, read, expire_time, tag, retry``.
+        self.passed = passed
+        #: False if Cache's call is declared to return None (so its result is not returned).
+        self.returns = returns
+        self._outcome = outcome
 
+    def result(self, expression: str) -> str:
+        """``return <expression>``, or the bare expression for a call that returns None."""
+        return f"return {expression}" if self.returns else expression
 
-def _stub(node: Any, name: str, *, is_async: bool) -> str:
-    import ast
-    import copy
+    def outcome(self, miss: Miss, *, caught: bool = False) -> str:
+        """``return <miss>`` or ``raise <miss>`` (``from None`` when ``caught``, in an
+        ``except`` block)."""
+        return self._outcome(miss, caught)
 
-    node = copy.deepcopy(node)
-    node.name = name
-    node.decorator_list = [d for d in node.decorator_list if ast.unparse(d) == "property"]
-    node.body = [ast.Expr(ast.Constant(...))]
-    arguments = node.args
-    # A default that is not a literal (ENOVAL) reads as `...`, as in typeshed.
-    arguments.defaults = [_literal(d) for d in arguments.defaults]
-    arguments.kw_defaults = [None if d is None else _literal(d) for d in arguments.kw_defaults]
-    if is_async:
-        node = ast.copy_location(
-            ast.AsyncFunctionDef(**{f: getattr(node, f) for f in node._fields}), node
-        )
-    text = ast.unparse(node)
-    return "\n".join(f"    {line}" for line in text.splitlines())
+    @staticmethod
+    def quoted(text: str) -> str:
+        """``text`` as a string literal in double quotes, as ruff format writes one."""
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    def listing(self) -> list[str]:
+        """``keys = list(keys)`` for each of the call's :attr:`Call.listed` parameters."""
+        return [f"{name} = list({name})" for name in self.call.listed]
 
 
-def _literal(node: Any) -> Any:
-    import ast
+@dataclass(frozen=True)
+class Face:
+    """A face whose methods ``make api`` writes, from :data:`CALLS`, into
+    ``_faces/<module>.py`` as the mixin class ``mixin``.
 
-    try:
-        ast.literal_eval(node)
-    except ValueError:
-        return ast.Constant(...)
-    return node
+    :param module: the generated module's name under ``diskcache_oxide/_faces``
+    :param mixin: the generated class, which the face's own class inherits
+    :param summary: the mixin's docstring
+    :param entry: the call's entry for this face (a :class:`Miss`, a name, ...); None or a
+        ``written`` Miss: the face carries no generated member for the call
+    :param body: the member's body, as lines, from the call, its entry and a :class:`Body`
+    :param lead: the docstring's first paragraph (Cache's docstring follows)
+    :param renamed: the member's name on the face (default: Cache's)
+    :param is_async: members are ``async def``
+    :param imports: import lines the bodies need at run time
+    :param declares: what the bodies use of ``self`` that the face's class defines, as
+        annotated lines for the type checker (``_cache: Cache``)
+    :param base: the mixin's base class for the type checker (the members call ``super()``)
+    :param typing: lines for the type checker at the module's top (a ``TypeVar``)
+    """
+
+    module: str
+    mixin: str
+    summary: str
+    entry: Callable[[Call], Any]
+    body: Callable[[Call, Any, Body], list[str]]
+    lead: Callable[[Call, Any], str]
+    renamed: Callable[[Call, Any], str] = lambda call, _entry: call.name
+    is_async: bool = False
+    imports: tuple[str, ...] = ()
+    declares: tuple[str, ...] = ()
+    base: str | None = None
+    typing: tuple[str, ...] = ()
 
 
-def faces_stub() -> str:
-    """The text of ``_faces.pyi``: the generated members' types, one class per face."""
-    members = _typed_members()
-    names: Iterable[str]
-    out = [
-        '"""The types of the members diskcache_oxide._api generates for each face.',
-        "",
-        "Generated by `make api` (diskcache_oxide._api.write_faces_stub) from _core.pyi and",
-        'core.py; do not edit: `make lint` checks it is current."""',
-        "",
-        "import warnings",
-        "from collections.abc import Callable, Iterable, Iterator, Mapping",
-        "from typing import Any, Literal, TypeVar",
-        "",
-        "from .core import Constant",
-        "",
-        "R = TypeVar('R')",
-        "_Tag = str | int | float | bytes | None",
-        "_Side = Literal['front', 'back']",
+def _null_body(call: Call, miss: Miss, body: Body) -> list[str]:
+    return [body.outcome(miss)]
+
+
+def _durable_body(call: Call, miss: Miss, body: Body) -> list[str]:
+    return [
+        *body.listing(),
+        "try:",
+        f"    {body.result(f'super().{call.name}({body.passed})')}",
+        "except OPERATIONAL as error:",
+        f"    self._failed({body.quoted(call.spoken)}, error, {body.quoted(miss.said)})",
+        f"    {body.outcome(miss, caught=True)}",
     ]
-    faces = (
-        ("NullCacheCalls", [c.name for c in CALLS if c.null.code is not None], False, None),
-        ("FanoutCacheCalls", [c.name for c in CALLS if c.fanout is not None], False, None),
-        ("AsyncCacheCalls", [c.name for c in CALLS if c.aio is not None], True, "aio"),
-    )
-    for class_name, names, is_async, rename in faces:
-        out += ["", "", f"class {class_name}:"]
-        for name in names:
-            shown = BY_NAME[name].aio if rename else name
-            out.append(_stub(members[name], shown or name, is_async=is_async))
-    return "\n".join(out) + "\n"
 
 
-def write_faces_stub(check: bool = False) -> int:
-    """Write ``_faces.pyi`` (``make api``); with ``check``, only say whether it is current
-    (``make lint``): 0 if it is, 1 if it is not."""
-    import pathlib
+def _fanout_body(call: Call, miss: Miss, body: Body) -> list[str]:
+    forward = f"self._shard(key).{call.name}({body.passed})"
+    if miss is ROUTED:
+        return [body.result(forward)]
+    return ["try:", f"    {body.result(forward)}", "except Timeout:", f"    {body.outcome(miss)}"]
 
-    target = pathlib.Path(__file__).with_name("_faces.pyi")
-    text = faces_stub()
-    if check:
-        if not target.exists() or target.read_text() != text:
-            print(f"{target} does not match the API table: run `make api`")
-            return 1
-        return 0
-    target.write_text(text)
-    return 0
+
+def _fanout_lead(call: Call, miss: Miss) -> str:
+    routed = f"`Cache.{call.name}` on the shard that holds ``key``"
+    if miss is ROUTED:
+        return f"{routed}."
+    return f"{routed}; if that shard stays locked (without ``retry``), {miss.said}."
+
+
+def _aio_body(call: Call, _name: str, body: Body) -> list[str]:
+    arguments = f", {body.passed}" if body.passed else ""
+    return [*body.listing(), f"return await self._run(self._cache.{call.name}{arguments})"]
+
+
+#: How the awaitable forms of Python's protocols read (``await acache.getitem(key)`` is
+#: ``cache[key]``).
+_PROTOCOLS = {
+    "__getitem__": "``cache[key]``",
+    "__setitem__": "``cache[key] = value``",
+    "__delitem__": "``del cache[key]``",
+    "__contains__": "``key in cache``",
+    "__len__": "``len(cache)``",
+}
+
+
+def _aio_lead(call: Call, _name: str) -> str:
+    spelled = f" ({_PROTOCOLS[call.name]})" if call.name in _PROTOCOLS else ""
+    return f"Awaitable `Cache.{call.name}`{spelled}: runs it in the cache's executor."
+
+
+#: The generated faces, each written by ``make api`` into ``_faces/<module>.py``.
+FACES: tuple[Face, ...] = (
+    Face(
+        module="null",
+        mixin="NullCacheCalls",
+        summary="NullCache's members that return a miss: Cache's calls, storing nothing.",
+        entry=lambda call: call.null,
+        body=_null_body,
+        lead=lambda call, miss: f"Like `Cache.{call.name}`, but nothing is stored: {miss.said}.",
+    ),
+    Face(
+        module="durable",
+        mixin="DurableCacheCalls",
+        summary=(
+            "A durable handle's guarded calls: Cache's own, with an operational error logged "
+            "and turned into the call's miss (D-020)."
+        ),
+        entry=lambda call: call.durable,
+        body=_durable_body,
+        lead=lambda call, miss: (
+            f"`Cache.{call.name}` on a durable handle: an operational error is logged, and "
+            f"then the call {miss.said} (D-020)."
+        ),
+        imports=("from ..errors import OPERATIONAL",),
+        declares=("def _failed(self, call: str, error: BaseException, result: str) -> None: ...",),
+        base="Cache",
+    ),
+    Face(
+        module="fanout",
+        mixin="FanoutCacheCalls",
+        summary=(
+            "FanoutCache's calls routed to the shard of their ``key``: Cache's call on that "
+            "shard, and its miss when the shard stays locked."
+        ),
+        entry=lambda call: call.fanout,
+        body=_fanout_body,
+        lead=_fanout_lead,
+        imports=("from ..errors import Timeout",),
+        declares=("def _shard(self, key: Any) -> Cache: ...",),
+    ),
+    Face(
+        module="aio",
+        mixin="AsyncCacheCalls",
+        summary="AsyncCache's awaitables: each runs Cache's call in the cache's executor.",
+        entry=lambda call: call.aio,
+        body=_aio_body,
+        lead=_aio_lead,
+        renamed=lambda _call, name: name,
+        is_async=True,
+        declares=(
+            "_cache: Cache",
+            "async def _run(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T: ...",
+        ),
+        typing=('T = TypeVar("T")',),
+    ),
+)

@@ -37,14 +37,9 @@ if TYPE_CHECKING:  # only for annotations: the package has no run-time dependenc
         from typing_extensions import Self
 
 from . import _core
-from ._api import CALLS, durable_face, leads
-from ._docs import mirror_docs
+from ._faces.durable import DurableCacheCalls
 from .errors import (
-    DatabaseError,
-    DecodeError,
     EmptyDirWarning,
-    ReadOnlyError,
-    Timeout,
     UnknownFileWarning,
 )
 
@@ -476,21 +471,11 @@ def memoize_on(
 
 _logger = logging.getLogger("diskcache_oxide")
 
-#: What a durable handle swallows: failures of the disk, the database or a stored value.
-#: Bad arguments (TypeError, ValueError, UnsupportedTypeError) are not among them.
-_OPERATIONAL: tuple[type[BaseException], ...] = (
-    Timeout,
-    DatabaseError,
-    DecodeError,
-    ReadOnlyError,
-    OSError,
-)
 
-
-class _DurableCache(Cache):
+class _DurableCache(DurableCacheCalls, Cache):
     """A :class:`Cache` opened with ``durable=True``: each call with a ``durable`` miss in
     the API table (``_api.CALLS``) logs an operational error and returns that miss instead of
-    raising it (D-020)."""
+    raising it (D-020). The guarded calls are generated (``_faces/durable.py``, D-051)."""
 
     _durable_base: type[Cache] = Cache
 
@@ -503,22 +488,6 @@ class _DurableCache(Cache):
             type(error).__name__,
             error,
         )
-
-
-# Every guarded call is generated from the API table (_api.CALLS): Cache's own, with an
-# operational error logged and turned into the call's miss value.
-durable_face(_DurableCache, Cache, _OPERATIONAL)
-mirror_docs(
-    _DurableCache,
-    Cache,
-    [call.name for call in CALLS if call.durable is not None],
-    lead=leads(
-        lambda call: (
-            f"`Cache.{call.name}` on a durable handle: an operational error is logged, and "
-            f"then the call {call.durable.said if call.durable else ''} (D-020)."
-        )
-    ),
-)
 
 
 _DURABLE_CLASSES: dict[type[Cache], type[_DurableCache]] = {Cache: _DurableCache}

@@ -98,3 +98,14 @@ class UnknownFileWarning(UserWarning):
 
 class EmptyDirWarning(UserWarning):
     """Issued by :meth:`Cache.check` for an empty directory inside the cache."""
+
+
+#: What a durable handle swallows (D-020): failures of the disk, the database or a stored
+#: value. Bad arguments (TypeError, ValueError, UnsupportedTypeError) are not among them.
+OPERATIONAL: tuple[type[BaseException], ...] = (
+    Timeout,
+    DatabaseError,
+    DecodeError,
+    ReadOnlyError,
+    OSError,
+)

@@ -17,20 +17,14 @@ import tempfile
 import warnings
 import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from . import _core
-from ._api import CALLS, ROUTED, Call, fanout_face, leads
-from ._docs import mirror_docs
+from ._faces.fanout import FanoutCacheCalls
 from .core import DEFAULT_SETTINGS, ENOVAL, Cache, Memoized, memoize_on
 from .errors import Timeout
 from .persistent import Deque, Index
 from .registry import _BY_TYPE
-
-if TYPE_CHECKING:  # the generated members' types (_api.faces_stub)
-    from ._faces import FanoutCacheCalls as _Calls
-else:
-    _Calls = object
 
 __all__ = ["QUEUE_CALLS", "FanoutCache", "shard_hash"]
 
@@ -134,7 +128,7 @@ def _reopen(
     return fanout
 
 
-class FanoutCache(_Calls):
+class FanoutCache(FanoutCacheCalls):
     """A cache whose keys are spread over ``shards`` plain caches: python-diskcache's
     ``FanoutCache``.
 
@@ -255,7 +249,8 @@ class FanoutCache(_Calls):
 
     # ------------------------------------------------------------------ single keys
     # set, add, touch, incr, decr, get, pop, delete and the item protocols are generated from
-    # the API table (_api.CALLS): Cache's call on the shard of ``key``; a shard that stays
+    # the API table (_api.CALLS) into _faces/fanout.py (FanoutCacheCalls): Cache's call on
+    # the shard of ``key``; a shard that stays
     # locked gives the call's FanoutCache miss (False, None or the bare default) instead of
     # raising Timeout, unless ``retry``.
 
@@ -501,19 +496,3 @@ class FanoutCache(_Calls):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._directory!r}, shards={self._count})"
-
-
-def _fanout_lead(call: Call) -> str:
-    routed = f"`Cache.{call.name}` on the shard that holds ``key``"
-    if call.fanout is None or call.fanout is ROUTED:
-        return f"{routed}."
-    return f"{routed}; if that shard stays locked (without ``retry``), {call.fanout.said}."
-
-
-fanout_face(FanoutCache, Cache, Timeout)
-mirror_docs(
-    FanoutCache,
-    Cache,
-    [call.name for call in CALLS if call.fanout is not None],
-    lead=leads(_fanout_lead),
-)

@@ -13,16 +13,12 @@ import contextlib
 import functools
 import os
 from collections.abc import Callable, Collection, Iterator
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, cast
+from typing import Any, Literal, ParamSpec, TypeVar, cast
 
-from ._api import CALLS, leads, null_face
+from ._api import CALLS, leads
 from ._docs import mirror_docs
+from ._faces.null import NullCacheCalls
 from .core import DEFAULT_SETTINGS, ENOVAL, Cache, Memoized, args_to_key, full_name
-
-if TYPE_CHECKING:  # the generated members' types (_api.faces_stub)
-    from ._faces import NullCacheCalls as _Calls
-else:
-    _Calls = object
 
 __all__ = ["NullCache"]
 
@@ -34,7 +30,7 @@ _Tag = str | int | float | bytes | None
 _COUNTERS = ("count", "size", "hits", "misses")
 
 
-class NullCache(_Calls):
+class NullCache(NullCacheCalls):
     """A cache that stores nothing, with :class:`~diskcache_oxide.Cache`'s API.
 
     ``get``/``pop``/``pull``/``peek`` return their default, ``set``/``add``/``touch``/
@@ -93,8 +89,8 @@ class NullCache(_Calls):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._directory!r})"
 
-    # Every other member of Cache is generated from the API table (_api.CALLS): a function
-    # with Cache's signature that returns the call's NullCache miss.
+    # Every other member of Cache is generated from the API table (_api.CALLS) into
+    # _faces/null.py (NullCacheCalls): Cache's signature, returning the call's NullCache miss.
 
     def reset(self, key: str, value: Any = ENOVAL, update: bool = True) -> Any:
         if not isinstance(key, str):
@@ -148,10 +144,9 @@ class NullCache(_Calls):
         self.close()
 
 
-null_face(NullCache, Cache)
 mirror_docs(
     NullCache,
     Cache,
-    [call.name for call in CALLS],
+    [call.name for call in CALLS if call.null.written],
     lead=leads(lambda call: f"Like `Cache.{call.name}`, but nothing is stored: {call.null.said}."),
 )

@@ -1,13 +1,16 @@
 """The Cache API is declared once: every face's generated member has Cache's signature, and
-every public member of Cache has a row in the API table saying what each face does."""
+every public member of Cache has a row in the API table saying what each face does. The
+generated members are plain source, current with the table (D-051)."""
 
 from __future__ import annotations
 
+import ast
 import inspect
+import textwrap
 
 import diskcache_oxide as dco
 import pytest
-from diskcache_oxide import _api
+from diskcache_oxide import _api, _generate
 from diskcache_oxide.aio import AsyncCache
 
 pytestmark = pytest.mark.oxide
@@ -37,7 +40,7 @@ def _faces() -> list[tuple[type, str, str]]:
     durable = type(dco.Cache(durable=True))
     faces: list[tuple[type, str, str]] = []
     for call in _api.CALLS:
-        if call.null.code is not None:
+        if not call.null.written:
             faces.append((dco.NullCache, call.name, call.name))
         if call.durable is not None:
             faces.append((durable, call.name, call.name))
@@ -62,9 +65,73 @@ def test_a_generated_member_has_caches_signature(face: type, name: str, source: 
     assert own in (inspect.getdoc(member) or "")
 
 
-def test_the_faces_stub_is_current() -> None:
-    # `make api` writes it; a call whose parameters changed without it fails here and in lint.
-    assert _api.write_faces_stub(check=True) == 0
+def test_the_generated_faces_are_current() -> None:
+    # `make api` writes them; a call whose parameters, docstring or row changed without it
+    # fails here and in `make lint`.
+    assert _generate.stale() == []
+
+
+@pytest.mark.parametrize(
+    ("face", "name", "source"),
+    _faces(),
+    ids=lambda v: v if isinstance(v, str) else getattr(v, "__name__", str(v)),
+)
+def test_a_generated_member_is_real_source(face: type, name: str, source: str) -> None:
+    # grep finds it, a traceback shows its line, and inspect reads it back.
+    member = getattr(face, name)
+    code = member.__code__
+    assert "/_faces/" in code.co_filename.replace("\\", "/")
+    assert _generated(face, name) is member
+    text = inspect.getsource(member)
+    assert f"def {name}(" in text
+    # The source's own parameter list is Cache's (names, kinds and defaults).
+    tree = ast.parse(textwrap.dedent(text))
+    (node,) = tree.body
+    assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    declared = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+    declared += [node.args.vararg.arg] if node.args.vararg else []
+    declared += [a.arg for a in node.args.kwonlyargs]
+    declared += [node.args.kwarg.arg] if node.args.kwarg else []
+    assert declared == list(inspect.signature(getattr(dco.Cache, source)).parameters)
+
+
+def _generated(face: type, name: str) -> object:
+    """``face``'s member ``name`` as defined in the generated module it inherits."""
+    for klass in face.__mro__:
+        if klass.__module__.startswith("diskcache_oxide._faces.") and name in vars(klass):
+            return vars(klass)[name]
+    raise AssertionError(f"{face.__name__}.{name} is not generated")
+
+
+def test_fanout_get_reads_as_source() -> None:
+    text = inspect.getsource(dco.FanoutCache.get)
+    assert "self._shard(key).get(key, default, read, expire_time, tag, retry)" in text
+    assert "except Timeout:" in text
+    bare = _bare(inspect.signature(dco.FanoutCache.get))
+    assert bare == _bare(inspect.signature(dco.Cache.get))
+
+
+def test_a_traceback_shows_the_generated_line() -> None:
+    import traceback
+
+    null = dco.NullCache()
+    try:
+        null["absent"]
+    except KeyError as error:
+        frames = traceback.extract_tb(error.__traceback__)
+    last = frames[-1]  # NullCacheCalls.__getitem__, where the miss is raised
+    assert last.filename.endswith("null.py") and "_faces" in last.filename
+    assert last.line == "raise missing(key)"
+
+
+def test_nothing_is_compiled_at_import() -> None:
+    import pathlib
+    import re
+
+    builtin = re.compile(r"(?<![.\w])(exec|compile)\(")  # not re.compile(...)
+    package = pathlib.Path(dco.__file__).parent
+    found = [path.name for path in package.rglob("*.py") if builtin.search(path.read_text())]
+    assert found == []
 
 
 def test_a_null_miss_is_evaluated_against_the_arguments() -> None:
@@ -81,3 +148,26 @@ def test_a_null_miss_is_evaluated_against_the_arguments() -> None:
     for _ in range(2):  # nothing is stored: fn runs every time, with its own arguments
         assert null.get_or_compute("k", lambda a, b=0: calls.append(a) or a + b, 2, b=5) == 7
     assert calls == [2, 2]
+
+
+def test_a_new_face_is_one_description() -> None:
+    # A second backend's face (the Redis issue) is a Face in _api.FACES: here, one that
+    # forwards every guarded call to a backend object, generated without being written out.
+    face = _api.Face(
+        module="example",
+        mixin="ExampleCalls",
+        summary="An example backend's calls.",
+        entry=lambda call: call.durable,
+        body=lambda call, _miss, body: [body.result(f"self._backend.{call.name}({body.passed})")],
+        lead=lambda call, _miss: f"`Cache.{call.name}` on the example backend.",
+        declares=("_backend: Cache",),
+    )
+    text = _generate.face_source(face)
+    tree = ast.parse(text)
+    (mixin,) = [node for node in tree.body if isinstance(node, ast.ClassDef)]
+    assert mixin.name == "ExampleCalls"
+    methods = {node.name for node in mixin.body if isinstance(node, ast.FunctionDef)}
+    assert methods == {call.name for call in _api.CALLS if call.durable is not None}
+    assert "return self._backend.get(key, default, read, expire_time, tag, retry)" in text
+    assert "        self._backend.__setitem__(key, value)\n" in text  # returns None
+    assert "Do not edit it by hand" in text

@@ -10,19 +10,16 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Literal
 
-from .._api import async_face
 from .._docs import mirror_docs
+from .._faces.aio import AsyncCacheCalls
 from ..core import Cache
 from ._run import T, _in_thread, _quietly, _reshape, _Side, _Tag, _taking
 
 if TYPE_CHECKING:
-    from .._faces import AsyncCacheCalls as _Calls
     from .claims import AsyncClaims
-else:
-    _Calls = object
 
 
-class AsyncCache(_Calls):
+class AsyncCache(AsyncCacheCalls):
     """The whole :class:`~diskcache_oxide.Cache` API as coroutines.
 
     :param cache: a :class:`Cache`, or a directory to open one in (``None``: a temporary
@@ -80,8 +77,8 @@ class AsyncCache(_Calls):
         await self.close()
 
     # Each call of the API table with an ``aio`` name (_api.CALLS: get, set, getitem, ...)
-    # is generated: an awaitable with Cache's signature that runs the call in the executor.
-    # Written out here: what is more than a forward.
+    # is generated into _faces/aio.py (AsyncCacheCalls): an awaitable with Cache's signature
+    # that runs the call in the executor. Written out here: what is more than a forward.
 
     async def keys(self, reverse: bool = False, prefix: str | None = None) -> list[Any]:
         """Every key (or those under a queue ``prefix``), in order, as a list."""
@@ -225,29 +222,16 @@ class AsyncCache(_Calls):
         )
 
 
-#: How the awaitable forms of Python's protocols read (``await acache.getitem(key)`` is
-#: ``cache[key]``).
-_PROTOCOLS = {
-    "__getitem__": "``cache[key]``",
-    "__setitem__": "``cache[key] = value``",
-    "__delitem__": "``del cache[key]``",
-    "__contains__": "``key in cache``",
-    "__len__": "``len(cache)``",
-}
-
-
 def _cache_lead(name: str) -> str:
     if name == "directory":
         return "`Cache.directory` of the cache underneath."
-    spelled = f" ({_PROTOCOLS[name]})" if name in _PROTOCOLS else ""
-    return f"Awaitable `Cache.{name}`{spelled}: runs it in the cache's executor."
+    return f"Awaitable `Cache.{name}`: runs it in the cache's executor."
 
 
-_AWAITABLES = async_face(AsyncCache, Cache)
 mirror_docs(
     AsyncCache,
     Cache,
-    [*_AWAITABLES, "directory", "keys", "pull", "pull_many"],
+    ["directory", "keys", "pull", "pull_many"],
     lead=_cache_lead,
-    renamed={**_AWAITABLES, "keys": "iterkeys"},
+    renamed={"keys": "iterkeys"},
 )
