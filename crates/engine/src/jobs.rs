@@ -8,10 +8,10 @@
 
 use crate::cache::{now, Cache, Prepared, PreviewColumns, ValueColumns, PREVIEW_COLUMNS};
 use crate::error::SqlContext;
-use crate::files::Found;
-use crate::statements::Db;
-use crate::stored::{StoredValue, ValueRef};
-use crate::value::PREVIEW_MAX_WIDTH;
+use crate::format::stored::{StoredValue, ValueRef};
+use crate::format::value::PREVIEW_MAX_WIDTH;
+use crate::store::files::Found;
+use crate::store::statements::Db;
 use crate::{Error, Result};
 use rusqlite::{params, OptionalExtension};
 

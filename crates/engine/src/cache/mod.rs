@@ -3,17 +3,18 @@
 //! The schema and its pages-per-write budget are recorded in
 //! `docs/decisions/D-001-schema-and-pages-per-write.md`.
 
-use crate::conn::{self, Deadline};
 use crate::error::{sql_error, SqlContext};
-use crate::files::{Found, Modes, ValueFiles};
-use crate::fork;
-use crate::key::{Key, Scalar, RAW_ENCODED, RAW_NATIVE, RAW_PICKLED};
-use crate::lock::DirLock;
-use crate::recent::Recent;
-use crate::reserve::Reserve;
+use crate::format::key::{Key, Scalar, RAW_ENCODED, RAW_NATIVE, RAW_PICKLED};
+use crate::format::stored::{checksum, Entry, Kind, StoredValue, ValueFile, ValueHandle, ValueRef};
+use crate::os::fork;
+use crate::os::lock::DirLock;
+use crate::os::modes::Modes;
+use crate::os::reserve::Reserve;
 use crate::settings::{EvictionPolicy, SettingValue, Settings};
-use crate::statements::Db;
-use crate::stored::{checksum, Entry, Kind, StoredValue, ValueFile, ValueHandle, ValueRef};
+use crate::store::conn::{self, Deadline};
+use crate::store::files::{Found, ValueFiles};
+use crate::store::recent::Recent;
+use crate::store::statements::Db;
 use crate::{Error, Result};
 use rusqlite::types::{ToSqlOutput, Value as SqlValue, ValueRef as Sql};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -30,7 +31,7 @@ use thread_local::ThreadLocal;
 pub const FORMAT_VERSION: i64 = 1;
 /// `PRAGMA application_id`: marks a database as ours ("DCOX").
 const APPLICATION_ID: i64 = 0x4443_4f58;
-pub use crate::layout::DB_NAME;
+pub use crate::basics::DB_NAME;
 /// Rows per batch in the maintenance loops that release the write lock between batches.
 const BATCH: i64 = 100;
 
@@ -323,9 +324,9 @@ impl Cache {
             probe.set(name, value)?;
         }
         let directory = directory.as_ref().to_path_buf();
-        crate::layout::refuse_fanout_root(&directory)?;
+        crate::store::layout::refuse_fanout_root(&directory)?;
         let db_path = directory.join(DB_NAME);
-        crate::files::refuse_unsafe_db_files(&db_path)?;
+        crate::store::files::refuse_unsafe_db_files(&db_path)?;
         let _deadline = Deadline::start(options.timeout);
         let _active = fork::Active::enter();
         let (conn, settings, modes) = if options.read_only {
@@ -406,6 +407,16 @@ impl Cache {
 
     pub fn directory(&self) -> &Path {
         &self.inner.directory
+    }
+
+    /// Call `attempt` until it returns `Some` or `timeout` has passed, sleeping between tries
+    /// until some process writes to this cache (D-013). Returns `None` on timeout.
+    pub fn wait_for<T>(
+        &self,
+        timeout: Duration,
+        attempt: impl FnMut() -> Result<Option<T>>,
+    ) -> Result<Option<T>> {
+        crate::os::bell::wait_for(self.directory(), timeout, attempt)
     }
 
     pub fn timeout(&self) -> Duration {
@@ -547,7 +558,7 @@ impl Cache {
     }
 
     fn connect(&self) -> Result<Conn> {
-        crate::files::refuse_unsafe_db_files(&self.inner.db_path)?;
+        crate::store::files::refuse_unsafe_db_files(&self.inner.db_path)?;
         let (db, at_rest) = if self.inner.read_only {
             conn::open_read_only(&self.inner.db_path)?
         } else {

@@ -1,7 +1,7 @@
 //! Values in and out: preparing payloads for writes, loading them on reads.
 
 use super::*;
-use crate::value::{fit, preview, PREVIEW_BYTES};
+use crate::format::value::{fit, preview, PREVIEW_BYTES};
 
 impl Cache {
     /// Put a large payload in its file (holding the shared directory lock until the row is

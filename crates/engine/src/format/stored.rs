@@ -1,41 +1,11 @@
 //! Values as the engine stores them: a kind, a payload, and a CRC32C of the payload.
 
-use crate::value::{self, Value};
+use crate::format::value::{self, Value};
 use crate::{Error, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// The `kind` column: how the payload bytes are to be read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(i64)]
-pub enum Kind {
-    Int = 1,
-    Float = 2,
-    Str = 3,
-    Bytes = 4,
-    /// The safe format (CBOR), see [`crate::value`].
-    Encoded = 5,
-    /// A pickle; written only with `pickle=True`, read only with `pickle=True`.
-    Pickled = 6,
-}
-
-impl Kind {
-    pub(crate) fn from_i64(k: i64) -> Result<Kind> {
-        Ok(match k {
-            1 => Kind::Int,
-            2 => Kind::Float,
-            3 => Kind::Str,
-            4 => Kind::Bytes,
-            5 => Kind::Encoded,
-            6 => Kind::Pickled,
-            other => {
-                return Err(Error::corrupt(format!(
-                    "unknown value kind {other} in a row"
-                )))
-            }
-        })
-    }
-}
+pub use super::kind::Kind;
 
 /// A value handed to the engine for writing. Borrowed, so large payloads are never copied.
 #[derive(Debug, Clone, Copy)]
@@ -138,7 +108,7 @@ impl ValueHandle {
         use std::os::unix::fs::FileExt;
         let name = self.path.display().to_string();
         let mut data = Vec::new();
-        crate::files::reserve(&mut data, self.size, &name)?;
+        crate::basics::reserve(&mut data, self.size, &name)?;
         data.resize(self.size as usize, 0);
         self.file
             .read_exact_at(&mut data, 0)

@@ -1,6 +1,6 @@
 //! Keys and tags as they are stored in the `key` and `tag` columns.
 
-use crate::value::{self, Value};
+use crate::format::value::{self, Value};
 use crate::{Error, Result};
 
 /// A value SQLite stores natively: what a tag can be, and what most keys are.

@@ -8,10 +8,9 @@ use crate::{Error, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// The marker file of a FanoutCache root.
-/// The database file inside a cache directory.
-pub const DB_NAME: &str = "cache.db";
+use crate::basics::DB_NAME;
 
+/// The marker file of a FanoutCache root.
 pub const FANOUT_MARKER: &str = "fanout.json";
 /// The version of the marker's format.
 const MARKER_FORMAT: u64 = 1;
@@ -68,7 +67,7 @@ fn read_marker(path: &Path) -> std::io::Result<String> {
     if !meta.is_file() {
         return Err(invalid(format!(
             "it is {}, not a regular file",
-            crate::files::kind_of(&meta.file_type())
+            crate::basics::kind_of(&meta.file_type())
         )));
     }
     if meta.len() > MARKER_MAX {
