@@ -87,6 +87,12 @@ pub(crate) fn timeout_with_count(py: Python<'_>, removed: u64, error: &Error) ->
     }
 }
 
+/// An engine error's message as Python shows it: the engine's text, with the advice a Python
+/// caller can follow in Python's spelling (the engine's messages name no Python argument).
+pub(crate) fn text(error: &Error) -> String {
+    error.to_string()
+}
+
 /// Map an engine error to the Python exception documented in D-008.
 pub(crate) fn to_py(py: Python<'_>, error: Error) -> PyErr {
     to_py_ref(py, &error)

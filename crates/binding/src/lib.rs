@@ -7,6 +7,7 @@
 use pyo3::prelude::*;
 
 mod cache;
+mod check;
 mod claims;
 mod convert;
 mod core;

@@ -37,7 +37,9 @@ mod queue;
 pub use format::value;
 pub use os::platform;
 
-pub use cache::{Cache, Imported, Incr, OpenOptions, WriteOptions, DB_NAME, FORMAT_VERSION};
+pub use cache::{
+    Cache, Imported, Incr, OpenOptions, Problem, WriteOptions, DB_NAME, FORMAT_VERSION,
+};
 pub use claims::{ClaimInfo, Claims, ListedClaim};
 pub use error::{Error, Result};
 pub use format::key::{Key, Scalar, Side};

@@ -814,6 +814,7 @@ impl Cache {
 }
 
 // Declared after `row_columns!` so the submodules can use it.
+mod check;
 mod entries;
 mod maintenance;
 mod read;
@@ -822,6 +823,7 @@ mod schema;
 mod values;
 mod write;
 
+pub use check::Problem;
 pub(crate) use entries::{entry_select, Placed};
 use rows::*;
 pub(crate) use rows::{apply_delta, inline_sql, key_from, key_sql};
