@@ -1,7 +1,7 @@
 //! Engine errors to Python exceptions. The exception classes are defined in Python
 //! (`diskcache_oxide.errors`) and imported here once (D-008).
 
-use diskcache_oxide_engine::Error;
+use diskcache_oxide_engine::{Error, Pickled};
 use pyo3::exceptions::{PyMemoryError, PyOSError, PyOverflowError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -82,15 +82,45 @@ impl Exc {
 /// `args[0]` is how many entries were removed, plus what to do next.
 pub(crate) fn timeout_with_count(py: Python<'_>, removed: u64, error: &Error) -> PyErr {
     match Exc::Timeout.class(py) {
-        Ok(class) => PyErr::from_type(class.clone(), (removed, error.to_string())),
-        Err(_) => Exc::Timeout.err(py, error.to_string()),
+        Ok(class) => PyErr::from_type(class.clone(), (removed, text(error))),
+        Err(_) => Exc::Timeout.err(py, text(error)),
     }
 }
 
 /// An engine error's message as Python shows it: the engine's text, with the advice a Python
 /// caller can follow in Python's spelling (the engine's messages name no Python argument).
 pub(crate) fn text(error: &Error) -> String {
-    error.to_string()
+    match error {
+        Error::Timeout => "the cache database stayed locked past the handle's timeout; retry, \
+                           pass retry=True, or open the cache with a larger timeout"
+            .to_owned(),
+        Error::TimeoutAfter { removed } => format!(
+            "the cache database stayed locked past the handle's timeout after {removed} entries \
+             were removed; call again to remove the rest, pass retry=True, or open the cache \
+             with a larger timeout"
+        ),
+        Error::Unsafe { what: Pickled::Key } => {
+            "this key is a pickle and the handle was opened with pickle=False; open it with \
+              pickle=True if you trust every writer of this directory"
+                .to_owned()
+        }
+        Error::Unsafe { .. } => "this value is a pickle and the cache was opened with \
+                                 pickle=False, so it was not unpickled (unpickling runs code \
+                                 chosen by whoever wrote it, CVE-2025-69872); open the cache \
+                                 with pickle=True only if you trust every writer of this \
+                                 directory"
+            .to_owned(),
+        Error::ReadOnly { directory } => format!(
+            "this cache handle was opened with read_only=True and cannot write; open {:?} \
+             without read_only=True to change it",
+            directory.display().to_string()
+        ),
+        Error::NoMemory { name, len } => format!(
+            "reading the {len}-byte value file {name:?}: not enough memory; read it with \
+             read=True to stream it instead"
+        ),
+        other => other.to_string(),
+    }
 }
 
 /// Map an engine error to the Python exception documented in D-008.
@@ -101,24 +131,25 @@ pub(crate) fn to_py(py: Python<'_>, error: Error) -> PyErr {
 /// [`to_py`] for an error the caller keeps (a queue item's, seen by a pull's decision).
 pub(crate) fn to_py_ref(py: Python<'_>, error: &Error) -> PyErr {
     match error {
-        Error::Timeout => Exc::Timeout.err(py, error.to_string()),
+        Error::Timeout => Exc::Timeout.err(py, text(error)),
         Error::TimeoutAfter { removed } => timeout_with_count(py, *removed, error),
         Error::Corrupt(_) => Exc::CorruptValue.err(
             py,
             format!(
-                "{error}; delete the key and store it again, or open the cache with \
-                 on_decode_error='miss' to treat unreadable values as misses"
+                "{}; delete the key and store it again, or open the cache with \
+                 on_decode_error='miss' to treat unreadable values as misses",
+                text(error)
             ),
         ),
-        Error::Unsafe(_) => Exc::UnsafeValue.err(py, error.to_string()),
-        Error::UnknownType(_) => Exc::UnknownType.err(py, error.to_string()),
-        Error::FormatVersion { .. } => Exc::FormatVersion.err(py, error.to_string()),
-        Error::NotACache(_) => Exc::NotACache.err(py, error.to_string()),
-        Error::InvalidArgument(_) | Error::Setting(_) => PyValueError::new_err(error.to_string()),
-        Error::Overflow(_) => PyOverflowError::new_err(error.to_string()),
-        Error::ReadOnly(_) => Exc::ReadOnly.err(py, error.to_string()),
-        Error::LayoutMismatch(_) => Exc::LayoutMismatch.err(py, error.to_string()),
-        Error::NoMemory(_) => PyMemoryError::new_err(error.to_string()),
+        Error::Unsafe { .. } => Exc::UnsafeValue.err(py, text(error)),
+        Error::UnknownType(_) => Exc::UnknownType.err(py, text(error)),
+        Error::FormatVersion { .. } => Exc::FormatVersion.err(py, text(error)),
+        Error::NotACache(_) => Exc::NotACache.err(py, text(error)),
+        Error::InvalidArgument(_) | Error::Setting(_) => PyValueError::new_err(text(error)),
+        Error::Overflow(_) => PyOverflowError::new_err(text(error)),
+        Error::ReadOnly { .. } => Exc::ReadOnly.err(py, text(error)),
+        Error::LayoutMismatch(_) => Exc::LayoutMismatch.err(py, text(error)),
+        Error::NoMemory { .. } => PyMemoryError::new_err(text(error)),
         Error::Io {
             context,
             path,
@@ -145,9 +176,9 @@ pub(crate) fn to_py_ref(py: Python<'_>, error: &Error) -> PyErr {
         }
         Error::Sqlite { .. } => {
             let advice = error.advice();
-            Exc::Database.err(py, format!("{error}; {advice}"))
+            Exc::Database.err(py, format!("{}; {advice}", text(error)))
         }
-        other => Exc::CacheError.err(py, other.to_string()),
+        other => Exc::CacheError.err(py, text(other)),
     }
 }
 

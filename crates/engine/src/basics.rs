@@ -36,10 +36,8 @@ pub(crate) fn reserve(data: &mut Vec<u8>, len: u64, name: &str) -> Result<()> {
     usize::try_from(len)
         .ok()
         .and_then(|n| data.try_reserve_exact(n).ok())
-        .ok_or_else(|| {
-            Error::NoMemory(format!(
-                "reading the {len}-byte value file {name:?}: not enough memory; read it with \
-                 read=True to stream it instead"
-            ))
+        .ok_or_else(|| Error::NoMemory {
+            name: name.to_owned(),
+            len,
         })
 }

@@ -16,8 +16,9 @@ pub enum Error {
     TimeoutAfter { removed: u64 },
     /// Stored bytes failed their checksum or could not be decoded: no build could read them.
     Corrupt(String),
-    /// The stored value is a pickle and this reader does not unpickle.
-    Unsafe(String),
+    /// A stored key or value is a pickle, and this handle does not unpickle: unpickling runs
+    /// code chosen by whoever wrote it (CVE-2025-69872).
+    Unsafe { what: Pickled },
     /// The stored value names a custom type this process has not registered.
     UnknownType(String),
     /// The directory was written by a newer format than this build understands.
@@ -30,14 +31,15 @@ pub enum Error {
     Setting(String),
     /// A queue ran out of key numbers on one side (D-057).
     Overflow(String),
-    /// A write was attempted on a handle opened with `read_only` (D-019).
-    ReadOnly(String),
+    /// A write was attempted on a handle opened with `read_only` (D-019); `directory` is the
+    /// cache's.
+    ReadOnly { directory: PathBuf },
     /// The directory's layout (a plain cache or a FanoutCache root) does not match the way
     /// it is being opened (D-018). Nothing on disk was changed.
     LayoutMismatch(String),
-    /// Memory for something read from the directory could not be had (a value file larger
-    /// than memory): reported, never an abort (D-035).
-    NoMemory(String),
+    /// Memory for a value file read from the directory (`name`, `len` bytes) could not be had:
+    /// reported, never an abort (D-035). Reading it as a file handle streams it instead.
+    NoMemory { name: String, len: u64 },
     /// A file system operation failed.
     Io {
         context: String,
@@ -49,6 +51,23 @@ pub enum Error {
         context: &'static str,
         source: rusqlite::Error,
     },
+}
+
+/// What [`Error::Unsafe`] found pickled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pickled {
+    Key,
+    Value,
+}
+
+impl Pickled {
+    /// "key" or "value".
+    pub fn noun(self) -> &'static str {
+        match self {
+            Pickled::Key => "key",
+            Pickled::Value => "value",
+        }
+    }
 }
 
 impl Error {
@@ -127,16 +146,22 @@ impl fmt::Display for Error {
             Error::Timeout => write!(
                 f,
                 "the cache database stayed locked past the handle's timeout; \
-                 retry, pass retry=True, or open the cache with a larger timeout"
+                 retry, or open the cache with a larger timeout"
             ),
             Error::TimeoutAfter { removed } => write!(
                 f,
                 "the cache database stayed locked past the handle's timeout after {removed} \
-                 entries were removed; call again to remove the rest, pass retry=True, or open \
-                 the cache with a larger timeout"
+                 entries were removed; call again to remove the rest, or open the cache with a \
+                 larger timeout"
             ),
             Error::Corrupt(m) => write!(f, "corrupt value: {m}"),
-            Error::Unsafe(m) => write!(f, "{m}"),
+            Error::Unsafe { what } => write!(
+                f,
+                "this {} is a pickle and the handle does not read pickles, so it was not \
+                 unpickled (unpickling runs code chosen by whoever wrote it, CVE-2025-69872); \
+                 let the handle read pickles only if you trust every writer of this directory",
+                what.noun()
+            ),
             Error::UnknownType(m) => write!(f, "{m}"),
             Error::FormatVersion { found, supported } => write!(
                 f,
@@ -148,9 +173,18 @@ impl fmt::Display for Error {
             Error::InvalidArgument(m) => write!(f, "{m}"),
             Error::Setting(m) => write!(f, "{m}"),
             Error::Overflow(m) => write!(f, "{m}"),
-            Error::ReadOnly(m) => write!(f, "{m}"),
+            Error::ReadOnly { directory } => write!(
+                f,
+                "this cache handle was opened read-only and cannot write; open {:?} without \
+                 read_only to change it",
+                directory.display().to_string()
+            ),
             Error::LayoutMismatch(m) => write!(f, "{m}"),
-            Error::NoMemory(m) => write!(f, "{m}"),
+            Error::NoMemory { name, len } => write!(
+                f,
+                "reading the {len}-byte value file {name:?}: not enough memory; read it as a file \
+                 handle to stream it instead"
+            ),
             Error::Io {
                 context,
                 path,

@@ -432,11 +432,9 @@ impl Cache {
     /// touches anything.
     fn writable(&self) -> Result<()> {
         if self.inner.read_only {
-            return Err(Error::ReadOnly(format!(
-                "this cache handle was opened with read_only=True and cannot write; open \
-                 {:?} without read_only=True to change it",
-                self.inner.directory.display().to_string()
-            )));
+            return Err(Error::ReadOnly {
+                directory: self.inner.directory.clone(),
+            });
         }
         Ok(())
     }

@@ -51,11 +51,9 @@ impl Key {
             Key::Encoded(b) => {
                 value::decode(b).map_err(|e| Error::corrupt(format!("stored key: {e}")))
             }
-            Key::Pickled(_) => Err(Error::Unsafe(
-                "this key is a pickle and the handle was opened with pickle=False; \
-                 open it with pickle=True if you trust every writer of this directory"
-                    .into(),
-            )),
+            Key::Pickled(_) => Err(Error::Unsafe {
+                what: crate::error::Pickled::Key,
+            }),
         }
     }
 

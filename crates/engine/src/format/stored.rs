@@ -143,7 +143,11 @@ impl StoredValue {
             StoredValue::Encoded(b) => {
                 value::decode(&b).map_err(|e| Error::corrupt(e.to_string()))?
             }
-            StoredValue::Pickled(_) => return Err(Error::Unsafe(unsafe_message().into())),
+            StoredValue::Pickled(_) => {
+                return Err(Error::Unsafe {
+                    what: crate::error::Pickled::Value,
+                })
+            }
             StoredValue::File(h) => Value::Bytes(h.read_all()?),
             StoredValue::Deferred(f) => {
                 return Err(Error::invalid(format!(
@@ -153,12 +157,6 @@ impl StoredValue {
             }
         })
     }
-}
-
-pub fn unsafe_message() -> &'static str {
-    "this value is a pickle and the cache was opened with pickle=False, so it was not unpickled \
-     (unpickling runs code chosen by whoever wrote it, CVE-2025-69872); open the cache with \
-     pickle=True only if you trust every writer of this directory"
 }
 
 /// One entry as returned by a read: the value plus the metadata python-diskcache can return beside it.
