@@ -1,7 +1,7 @@
 //! Engine errors to Python exceptions. The exception classes are defined in Python
 //! (`diskcache_oxide.errors`) and imported here once (D-008).
 
-use diskcache_oxide_engine::{Error, Pickled};
+use diskcache_oxide_engine::{Error, Pickled, StorageFailure};
 use pyo3::exceptions::{PyMemoryError, PyOSError, PyOverflowError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -123,6 +123,35 @@ pub(crate) fn text(error: &Error) -> String {
     }
 }
 
+/// What to do about a storage failure, in Python's terms (the engine's [`Error::advice`] names
+/// no Python call).
+fn advice(error: &Error) -> &'static str {
+    match error.storage_failure() {
+        Some(StorageFailure::Damaged) => {
+            "the database is damaged: run cache.check() to see where, or move the directory \
+             aside and start a new cache"
+        }
+        Some(StorageFailure::LocksDisturbed) => {
+            "the database's locks were disturbed: if this process also opens cache.db with \
+             another SQLite (Python's sqlite3 module, say), stop doing so, then retry"
+        }
+        Some(StorageFailure::NotPermitted) => {
+            "this process may not write the cache's files: fix their owner or permissions, or \
+             open the cache with read_only=True"
+        }
+        Some(StorageFailure::IoError) => {
+            "the operating system reported an I/O error: check the disk and file system, then \
+             run cache.check()"
+        }
+        Some(StorageFailure::Other) | None => {
+            "if the disk is full, free space and retry; otherwise run cache.check() to look for \
+             damage, or move the directory aside and start a new cache"
+        }
+        // The rest name no Python call: the engine's words.
+        Some(_) => error.advice(),
+    }
+}
+
 /// Map an engine error to the Python exception documented in D-008.
 pub(crate) fn to_py(py: Python<'_>, error: Error) -> PyErr {
     to_py_ref(py, &error)
@@ -175,7 +204,7 @@ pub(crate) fn to_py_ref(py: Python<'_>, error: &Error) -> PyErr {
             }
         }
         Error::Sqlite { .. } => {
-            let advice = error.advice();
+            let advice = advice(error);
             Exc::Database.err(py, format!("{}; {advice}", text(error)))
         }
         other => Exc::CacheError.err(py, text(other)),

@@ -100,44 +100,80 @@ impl Error {
         }
     }
 
-    /// What to do about a storage failure (`Error::Sqlite`), for the message shown to users.
-    pub fn advice(&self) -> &'static str {
+    /// What kind of storage failure this is, from SQLite's error code: `None` for an error
+    /// that is not an [`Error::Sqlite`]. Each kind has its own [`advice`](Error::advice).
+    pub fn storage_failure(&self) -> Option<StorageFailure> {
         use rusqlite::ErrorCode;
-        let code = match self {
-            Error::Sqlite { source, .. } => source.sqlite_error_code(),
-            _ => None,
+        let Error::Sqlite { source, .. } = self else {
+            return None;
         };
-        match code {
-            Some(ErrorCode::DiskFull) => "free space on the disk and retry",
-            Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => {
-                "the database is damaged: run cache.check() to see where, or move the directory \
-                 aside and start a new cache"
-            }
+        Some(match source.sqlite_error_code() {
+            Some(ErrorCode::DiskFull) => StorageFailure::DiskFull,
+            Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => StorageFailure::Damaged,
             // SQLite reports a broken lock protocol when its WAL-index locks vanish under it;
             // the usual cause is a second copy of SQLite closing the file in this process.
-            Some(ErrorCode::FileLockingProtocolFailed) => {
+            Some(ErrorCode::FileLockingProtocolFailed) => StorageFailure::LocksDisturbed,
+            Some(ErrorCode::ReadOnly | ErrorCode::PermissionDenied) => StorageFailure::NotPermitted,
+            Some(ErrorCode::CannotOpen) => StorageFailure::CannotOpen,
+            Some(ErrorCode::SystemIoFailure) => StorageFailure::IoError,
+            Some(ErrorCode::OutOfMemory) => StorageFailure::OutOfMemory,
+            _ => StorageFailure::Other,
+        })
+    }
+
+    /// What to do about a storage failure (`Error::Sqlite`), for the message shown to users.
+    pub fn advice(&self) -> &'static str {
+        match self.storage_failure().unwrap_or(StorageFailure::Other) {
+            StorageFailure::DiskFull => "free space on the disk and retry",
+            StorageFailure::Damaged => {
+                "the database is damaged: run a check of the cache to see where, or move the \
+                 directory aside and start a new cache"
+            }
+            StorageFailure::LocksDisturbed => {
                 "the database's locks were disturbed: if this process also opens cache.db with \
-                 another SQLite (Python's sqlite3 module, say), stop doing so, then retry"
+                 another SQLite (a second copy of the library, say), stop doing so, then retry"
             }
-            Some(ErrorCode::ReadOnly | ErrorCode::PermissionDenied) => {
+            StorageFailure::NotPermitted => {
                 "this process may not write the cache's files: fix their owner or permissions, \
-                 or open the cache with read_only=True"
+                 or open the cache read-only"
             }
-            Some(ErrorCode::CannotOpen) => {
+            StorageFailure::CannotOpen => {
                 "the cache's files could not be opened: check that the directory still exists and \
                  that this process may read and write it"
             }
-            Some(ErrorCode::SystemIoFailure) => {
+            StorageFailure::IoError => {
                 "the operating system reported an I/O error: check the disk and file system, then \
-                 run cache.check()"
+                 run a check of the cache"
             }
-            Some(ErrorCode::OutOfMemory) => "the process ran out of memory; free some and retry",
-            _ => {
-                "if the disk is full, free space and retry; otherwise run cache.check() to look \
-                 for damage, or move the directory aside and start a new cache"
+            StorageFailure::OutOfMemory => "the process ran out of memory; free some and retry",
+            StorageFailure::Other => {
+                "if the disk is full, free space and retry; otherwise run a check of the cache to \
+                 look for damage, or move the directory aside and start a new cache"
             }
         }
     }
+}
+
+/// The kinds of [`Error::Sqlite`] that call for different advice ([`Error::storage_failure`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StorageFailure {
+    /// The disk is full.
+    DiskFull,
+    /// The database file is damaged, or not a database.
+    Damaged,
+    /// SQLite's WAL index locks vanished under it (another SQLite in the process).
+    LocksDisturbed,
+    /// The files are read-only or not this process's to write.
+    NotPermitted,
+    /// The files could not be opened.
+    CannotOpen,
+    /// The operating system reported an I/O error.
+    IoError,
+    /// SQLite ran out of memory.
+    OutOfMemory,
+    /// Anything else.
+    Other,
 }
 
 impl fmt::Display for Error {
@@ -244,12 +280,25 @@ mod tests {
         assert!(advice_for(ffi::SQLITE_FULL).contains("free space"));
         assert!(advice_for(ffi::SQLITE_CORRUPT).contains("damaged"));
         assert!(advice_for(ffi::SQLITE_PROTOCOL).contains("another SQLite"));
-        assert!(advice_for(ffi::SQLITE_READONLY).contains("read_only=True"));
+        assert!(advice_for(ffi::SQLITE_READONLY).contains("read-only"));
         assert!(advice_for(ffi::SQLITE_PERM).contains("permissions"));
         assert!(advice_for(ffi::SQLITE_CANTOPEN).contains("directory still exists"));
         assert!(advice_for(ffi::SQLITE_IOERR).contains("I/O error"));
         assert!(advice_for(ffi::SQLITE_NOMEM).contains("memory"));
         // Anything else: the two likely causes, in order.
         assert!(advice_for(ffi::SQLITE_ERROR).starts_with("if the disk is full"));
+        // No Python spelling: the binding words its own advice (D-050).
+        for code in [
+            ffi::SQLITE_CORRUPT,
+            ffi::SQLITE_READONLY,
+            ffi::SQLITE_IOERR,
+            ffi::SQLITE_ERROR,
+        ] {
+            let advice = advice_for(code);
+            assert!(
+                !advice.contains("=True") && !advice.contains("()"),
+                "{advice}"
+            );
+        }
     }
 }

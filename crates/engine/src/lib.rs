@@ -41,7 +41,7 @@ pub use cache::{
     Cache, Imported, Incr, OpenOptions, Problem, WriteOptions, DB_NAME, FORMAT_VERSION,
 };
 pub use claims::{ClaimInfo, Claims, ListedClaim};
-pub use error::{Error, Pickled, Result};
+pub use error::{Error, Pickled, Result, StorageFailure};
 pub use format::key::{Key, Scalar, Side};
 pub use format::stored::{checksum, Entry, Kind, StoredValue, ValueFile, ValueHandle, ValueRef};
 pub use jobs::{
