@@ -1,7 +1,7 @@
 //! Engine errors to Python exceptions. The exception classes are defined in Python
 //! (`diskcache_oxide.errors`) and imported here once (D-008).
 
-use diskcache_oxide_engine::{Error, Pickled, StorageFailure};
+use diskcache_oxide_engine::{Error, Mismatch, Pickled, StorageFailure, FANOUT_MARKER};
 use pyo3::exceptions::{PyMemoryError, PyOSError, PyOverflowError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -118,6 +118,44 @@ pub(crate) fn text(error: &Error) -> String {
         Error::NoMemory { name, len } => format!(
             "reading the {len}-byte value file {name:?}: not enough memory; read it with \
              read=True to stream it instead"
+        ),
+        Error::LayoutMismatch(mismatch) => layout_text(mismatch),
+        other => other.to_string(),
+    }
+}
+
+/// A layout mismatch in Python's terms: the call that opens the directory the right way.
+fn layout_text(mismatch: &Mismatch) -> String {
+    let quoted = |d: &std::path::Path| format!("{:?}", d.display().to_string());
+    match mismatch {
+        Mismatch::FanoutRoot { directory, shards } => {
+            let call = match shards {
+                Some(n) => format!("FanoutCache({}, shards={n})", quoted(directory)),
+                None => format!("FanoutCache({})", quoted(directory)),
+            };
+            format!(
+                "{} is a FanoutCache root (it has {FANOUT_MARKER}), not a plain Cache; open it \
+                 with {call}, or open the Cache in a directory of its own",
+                directory.display()
+            )
+        }
+        Mismatch::PlainCache { directory } => format!(
+            "{} holds a plain Cache (it has {}), not a FanoutCache; open it with Cache({}), or \
+             give the FanoutCache a directory of its own",
+            directory.display(),
+            diskcache_oxide_engine::DB_NAME,
+            quoted(directory)
+        ),
+        Mismatch::Shards {
+            directory,
+            found,
+            asked,
+        } => format!(
+            "the FanoutCache in {} was created with shards={found}, not shards={asked}; keys \
+             are spread over shards by count, so open it with FanoutCache({}, shards={found}), \
+             or use a new directory for {asked} shards",
+            directory.display(),
+            quoted(directory)
         ),
         other => other.to_string(),
     }

@@ -1,12 +1,9 @@
-//! The leaf module: names and small helpers that every layer uses, and that depend on no
-//! other engine module but [`crate::error`] (D-050). Keeping them here is what lets the OS
-//! plumbing (`os`), the formats (`format`) and the directory's files (`store`) import each
-//! other only downwards.
+//! A leaf module: small helpers that every layer uses, and that depend on no other engine
+//! module but [`crate::error`] (D-050; the file names are in [`crate::names`]). Keeping them
+//! here is what lets the OS plumbing (`os`), the formats (`format`) and the directory's files
+//! (`store`) import each other only downwards.
 
 use crate::{Error, Result};
-
-/// The database file inside a cache directory.
-pub const DB_NAME: &str = "cache.db";
 
 /// "a FIFO", "a directory", ...: what a file type is, for messages.
 pub(crate) fn kind_of(t: &std::fs::FileType) -> &'static str {

@@ -36,7 +36,7 @@ pub enum Error {
     ReadOnly { directory: PathBuf },
     /// The directory's layout (a plain cache or a FanoutCache root) does not match the way
     /// it is being opened (D-018). Nothing on disk was changed.
-    LayoutMismatch(String),
+    LayoutMismatch(Mismatch),
     /// Memory for a value file read from the directory (`name`, `len` bytes) could not be had:
     /// reported, never an abort (D-035). Reading it as a file handle streams it instead.
     NoMemory { name: String, len: u64 },
@@ -51,6 +51,72 @@ pub enum Error {
         context: &'static str,
         source: rusqlite::Error,
     },
+}
+
+/// How a directory's layout differs from the way it is being opened ([`Error::LayoutMismatch`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Mismatch {
+    /// A plain cache was opened in a FanoutCache root; `shards` is its marker's count, if the
+    /// marker could be read.
+    FanoutRoot {
+        directory: PathBuf,
+        shards: Option<u64>,
+    },
+    /// A FanoutCache was asked for in the directory of a plain cache.
+    PlainCache { directory: PathBuf },
+    /// The FanoutCache was created with `found` shards, and `asked` were asked for.
+    Shards {
+        directory: PathBuf,
+        found: u64,
+        asked: u64,
+    },
+    /// The marker at `path` is not one this build reads, for the reason `why`.
+    BadMarker { path: PathBuf, why: String },
+}
+
+impl fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::names::{DB_NAME, FANOUT_MARKER};
+        match self {
+            Mismatch::FanoutRoot { directory, shards } => {
+                write!(
+                    f,
+                    "{} is a FanoutCache root (it has {FANOUT_MARKER}), not a plain Cache; open \
+                     it as a FanoutCache",
+                    directory.display()
+                )?;
+                if let Some(n) = shards {
+                    write!(f, " of {n} shards")?;
+                }
+                write!(f, ", or open the Cache in a directory of its own")
+            }
+            Mismatch::PlainCache { directory } => write!(
+                f,
+                "{} holds a plain Cache (it has {}), not a FanoutCache; open it as a Cache, or \
+                 give the FanoutCache a directory of its own",
+                directory.display(),
+                DB_NAME
+            ),
+            Mismatch::Shards {
+                directory,
+                found,
+                asked,
+            } => write!(
+                f,
+                "the FanoutCache in {} was created with {found} shards, not {asked}; keys are \
+                 spread over shards by count, so open it with {found} shards, or use a new \
+                 directory for {asked} shards",
+                directory.display()
+            ),
+            Mismatch::BadMarker { path, why } => write!(
+                f,
+                "{} is not a valid FanoutCache marker: {why}; it was not written by \
+                 diskcache_oxide, or was damaged",
+                path.display()
+            ),
+        }
+    }
 }
 
 /// What [`Error::Unsafe`] found pickled.

@@ -17,11 +17,12 @@
 //! ```
 
 // The layers, each importing only from those above it in this list (D-050): the leaves
-// (`error`, `basics`, `settings`), the OS plumbing (`os`), the formats (`format`), the
+// (`names`, `error`, `basics`, `settings`), the OS plumbing (`os`), the formats (`format`), the
 // directory's storage (`store`), then the features (`cache`, and `queue`, `jobs` and `claims`
 // on it).
 mod basics;
 mod error;
+mod names;
 mod settings;
 
 mod format;
@@ -41,13 +42,14 @@ pub use cache::{
     Cache, Imported, Incr, OpenOptions, Problem, WriteOptions, DB_NAME, FORMAT_VERSION,
 };
 pub use claims::{ClaimInfo, Claims, ListedClaim};
-pub use error::{Error, Pickled, Result, StorageFailure};
+pub use error::{Error, Mismatch, Pickled, Result, StorageFailure};
 pub use format::key::{Key, Scalar, Side};
 pub use format::stored::{checksum, Entry, Kind, StoredValue, ValueFile, ValueHandle, ValueRef};
 pub use jobs::{
     pass_delay, Job, JobCounts, JobInfo, JobOptions, JobState, JobValueError, Jobs, ListState,
     ListValues, ListedJob, Put, Swept, TakeVerdict, Taken, PASSES_PER_TAKE,
 };
+pub use names::FANOUT_MARKER;
 pub use queue::{Candidate, Queue, QueueStats, Verdict, QUEUE_MAX, QUEUE_START};
 pub use settings::{EvictionPolicy, SettingValue, Settings, SETTING_NAMES};
-pub use store::layout::{claim_fanout, fanout_shards, FANOUT_MARKER};
+pub use store::layout::{claim_fanout, fanout_shards};

@@ -31,7 +31,7 @@ use thread_local::ThreadLocal;
 pub const FORMAT_VERSION: i64 = 1;
 /// `PRAGMA application_id`: marks a database as ours ("DCOX").
 const APPLICATION_ID: i64 = 0x4443_4f58;
-pub use crate::basics::DB_NAME;
+pub use crate::names::DB_NAME;
 /// Rows per batch in the maintenance loops that release the write lock between batches.
 const BATCH: i64 = 100;
 
