@@ -1,7 +1,9 @@
 //! Engine errors to Python exceptions. The exception classes are defined in Python
 //! (`diskcache_oxide.errors`) and imported here once (D-008).
 
-use diskcache_oxide_engine::{Error, Mismatch, Pickled, StorageFailure, FANOUT_MARKER};
+use diskcache_oxide_engine::{
+    Corruption, Error, Mismatch, Pickled, Repair, StorageFailure, FANOUT_MARKER,
+};
 use pyo3::exceptions::{PyMemoryError, PyOSError, PyOverflowError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -120,8 +122,21 @@ pub(crate) fn text(error: &Error) -> String {
              read=True to stream it instead"
         ),
         Error::LayoutMismatch(mismatch) => layout_text(mismatch),
+        Error::Corrupt(corruption) => format!("corrupt value: {}", corruption_text(corruption)),
         other => other.to_string(),
     }
+}
+
+/// What is damaged, with the repair in Python's terms (`check(fix=True)`).
+pub(crate) fn corruption_text(corruption: &Corruption) -> String {
+    let repair = match corruption.repair {
+        None => "",
+        Some(Repair::DropEntry) => " (run check(fix=True) to drop the entry)",
+        Some(Repair::DropRows) => " (run check(fix=True) to drop such rows)",
+        Some(Repair::RemoveEntries) => "; check(fix=True) removes such entries",
+        Some(_) => return corruption.to_string(),
+    };
+    format!("{}{repair}", corruption.message)
 }
 
 /// A layout mismatch in Python's terms: the call that opens the directory the right way.

@@ -15,7 +15,7 @@ pub enum Error {
     /// removal of `removed` entries (python-diskcache raises `Timeout(count)`).
     TimeoutAfter { removed: u64 },
     /// Stored bytes failed their checksum or could not be decoded: no build could read them.
-    Corrupt(String),
+    Corrupt(Corruption),
     /// A stored key or value is a pickle, and this handle does not unpickle: unpickling runs
     /// code chosen by whoever wrote it (CVE-2025-69872).
     Unsafe { what: Pickled },
@@ -51,6 +51,46 @@ pub enum Error {
         context: &'static str,
         source: rusqlite::Error,
     },
+}
+
+/// What [`Error::Corrupt`] found, and the repair that applies, if one does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Corruption {
+    pub message: String,
+    pub repair: Option<Repair>,
+}
+
+impl Corruption {
+    pub(crate) fn new(message: impl Into<String>) -> Corruption {
+        Corruption {
+            message: message.into(),
+            repair: None,
+        }
+    }
+}
+
+impl fmt::Display for Corruption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.message)?;
+        match self.repair {
+            None => Ok(()),
+            Some(Repair::DropEntry) => write!(f, " (a check with fix drops the entry)"),
+            Some(Repair::DropRows) => write!(f, " (a check with fix drops such rows)"),
+            Some(Repair::RemoveEntries) => write!(f, "; a check with fix removes such entries"),
+        }
+    }
+}
+
+/// What [`Cache::check`](crate::Cache::check) with `fix` does about a [`Corruption`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Repair {
+    /// It drops the entry whose value this is.
+    DropEntry,
+    /// It drops the rows that name such a file.
+    DropRows,
+    /// It removes the entries whose value files are missing.
+    RemoveEntries,
 }
 
 /// How a directory's layout differs from the way it is being opened ([`Error::LayoutMismatch`]).
@@ -146,7 +186,16 @@ impl Error {
     }
 
     pub(crate) fn corrupt(message: impl Into<String>) -> Self {
-        Error::Corrupt(message.into())
+        Error::Corrupt(Corruption::new(message))
+    }
+
+    /// [`Error::corrupt`], for damage that [`Cache::check`](crate::Cache::check) with `fix`
+    /// repairs by `repair`.
+    pub(crate) fn corrupt_fixed_by(message: impl Into<String>, repair: Repair) -> Self {
+        Error::Corrupt(Corruption {
+            message: message.into(),
+            repair: Some(repair),
+        })
     }
 
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
@@ -366,5 +415,57 @@ mod tests {
                 "{advice}"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod wording {
+    use super::*;
+
+    #[test]
+    fn the_engine_names_no_python_call() {
+        let errors = [
+            Error::Timeout,
+            Error::TimeoutAfter { removed: 3 },
+            Error::Unsafe { what: Pickled::Key },
+            Error::Unsafe {
+                what: Pickled::Value,
+            },
+            Error::ReadOnly {
+                directory: "/c".into(),
+            },
+            Error::NoMemory {
+                name: "ab/cd.val".into(),
+                len: 9,
+            },
+            Error::corrupt_fixed_by(
+                "value file \"ab/cd.val\" is 7 bytes long",
+                Repair::DropEntry,
+            ),
+            Error::corrupt_fixed_by("a row names \"x\"", Repair::DropRows),
+            Error::corrupt_fixed_by("it is missing", Repair::RemoveEntries),
+            Error::LayoutMismatch(Mismatch::FanoutRoot {
+                directory: "/c".into(),
+                shards: Some(4),
+            }),
+            Error::LayoutMismatch(Mismatch::PlainCache {
+                directory: "/c".into(),
+            }),
+            Error::LayoutMismatch(Mismatch::Shards {
+                directory: "/c".into(),
+                found: 4,
+                asked: 2,
+            }),
+        ];
+        for e in errors {
+            let text = e.to_string();
+            for python in ["=True", "=False", "shards=", "Cache(", "check("] {
+                assert!(!text.contains(python), "{python} in {text}");
+            }
+        }
+        assert_eq!(
+            Error::corrupt_fixed_by("it is missing", Repair::RemoveEntries).to_string(),
+            "corrupt value: it is missing; a check with fix removes such entries"
+        );
     }
 }

@@ -46,7 +46,7 @@ fn mkfifo(path: &Path) {
 
 fn corrupt<T: std::fmt::Debug>(r: Result<T, Error>) -> String {
     match r {
-        Err(Error::Corrupt(m)) => m,
+        Err(Error::Corrupt(m)) => m.to_string(),
         other => panic!("expected Error::Corrupt, got {other:?}"),
     }
 }

@@ -126,10 +126,13 @@ impl Cache {
             .and_then(|r| r.filename)
             .is_some_and(|f| f == name);
         if still {
-            return Err(Error::corrupt(format!(
-                "the value file {name:?} of this entry is missing (deleted behind the cache's back?); \
-                 check(fix=True) removes such entries"
-            )));
+            return Err(Error::corrupt_fixed_by(
+                format!(
+                    "the value file {name:?} of this entry is missing (deleted behind the cache's \
+                     back?)"
+                ),
+                crate::error::Repair::RemoveEntries,
+            ));
         }
         Ok(false)
     }

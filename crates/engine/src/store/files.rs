@@ -6,6 +6,7 @@
 //! relative to the cache directory, so a row can never make us read or delete outside it.
 
 use crate::basics::{kind_of, reserve};
+use crate::error::Repair;
 use crate::format::stored::{checksum, Checksum};
 use crate::os::modes::Modes;
 use crate::{Error, Result};
@@ -76,10 +77,13 @@ impl ValueFiles {
         {
             Ok((&name[..2], &name[3..]))
         } else {
-            Err(Error::corrupt(format!(
-                "a row names the value file {name:?}, which is not a name this cache writes; \
-                 it was not opened (run check(fix=True) to drop such rows)"
-            )))
+            Err(Error::corrupt_fixed_by(
+                format!(
+                    "a row names the value file {name:?}, which is not a name this cache writes; \
+                 it was not opened"
+                ),
+                Repair::DropRows,
+            ))
         }
     }
 
@@ -169,18 +173,23 @@ impl ValueFiles {
             .metadata()
             .map_err(|e| Error::io("reading a value file", Some(self.path(name)), e))?;
         if !meta.is_file() {
-            return Err(Error::corrupt(format!(
-                "value file {name:?} is {}, not a regular file; it was not read (run \
-                 check(fix=True) to drop the entry)",
-                kind_of(&meta.file_type())
-            )));
+            return Err(Error::corrupt_fixed_by(
+                format!(
+                    "value file {name:?} is {}, not a regular file; it was not read",
+                    kind_of(&meta.file_type())
+                ),
+                Repair::DropEntry,
+            ));
         }
         let len = meta.len();
         if u64::try_from(expected).ok() != Some(len) {
-            return Err(Error::corrupt(format!(
-                "value file {name:?} is {len} bytes long, but its row says {expected}; it was \
-                 not read (run check(fix=True) to drop the entry)"
-            )));
+            return Err(Error::corrupt_fixed_by(
+                format!(
+                    "value file {name:?} is {len} bytes long, but its row says {expected}; it was \
+                 not read"
+                ),
+                Repair::DropEntry,
+            ));
         }
         Ok(Found::Yes(f))
     }
@@ -189,18 +198,24 @@ impl ValueFiles {
     fn open_error(&self, name: &str, e: io::Error) -> Error {
         match e.raw_os_error() {
             // O_NOFOLLOW on a symlink gives ELOOP; O_DIRECTORY on a non-directory, ENOTDIR.
-            Some(libc::ELOOP) | Some(libc::ENOTDIR) => Error::corrupt(format!(
-                "value file {name:?} or one of its directories (values/ or values/{}) was \
+            Some(libc::ELOOP) | Some(libc::ENOTDIR) => Error::corrupt_fixed_by(
+                format!(
+                    "value file {name:?} or one of its directories (values/ or values/{}) was \
                  replaced by a symbolic link or by something that is not a directory; nothing \
-                 was followed (run check(fix=True) to drop the entry)",
-                &name[..2.min(name.len())]
-            )),
+                 was followed",
+                    &name[..2.min(name.len())]
+                ),
+                Repair::DropEntry,
+            ),
             // open() of a socket, or of a device with no driver behind it.
             Some(libc::ENXIO) | Some(libc::EOPNOTSUPP) | Some(libc::ENODEV) => {
-                Error::corrupt(format!(
-                    "value file {name:?} is a socket or a device, not a regular file; it was \
-                     not read (run check(fix=True) to drop the entry)"
-                ))
+                Error::corrupt_fixed_by(
+                    format!(
+                        "value file {name:?} is a socket or a device, not a regular file; it was \
+                     not read"
+                    ),
+                    Repair::DropEntry,
+                )
             }
             _ => Error::io("opening a value file", Some(self.path(name)), e),
         }
