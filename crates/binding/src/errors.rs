@@ -2,7 +2,7 @@
 //! (`diskcache_oxide.errors`) and imported here once (D-008).
 
 use diskcache_oxide_engine::{
-    Corruption, Error, Mismatch, Pickled, Repair, StorageFailure, FANOUT_MARKER,
+    Corruption, Error, Mismatch, NotCache, Pickled, Repair, StorageFailure, FANOUT_MARKER,
 };
 use pyo3::exceptions::{PyMemoryError, PyOSError, PyOverflowError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -122,6 +122,16 @@ pub(crate) fn text(error: &Error) -> String {
              read=True to stream it instead"
         ),
         Error::LayoutMismatch(mismatch) => layout_text(mismatch),
+        Error::NotACache(NotCache::Empty) => "the cache database (cache.db) is empty: no cache \
+                                              was ever created here, and read_only=True never \
+                                              creates one; open it once without read_only=True"
+            .to_owned(),
+        Error::NotACache(NotCache::Foreign) => "the directory holds an SQLite database \
+            (cache.db) that diskcache_oxide did not create, perhaps a python-diskcache cache. \
+            diskcache_oxide uses its own format: copy the data into a new directory with \
+            `diskcache-oxide migrate SRC DST` (or diskcache_oxide.migrate(src, dst)) and open \
+            that one"
+            .to_owned(),
         Error::Corrupt(corruption) => format!("corrupt value: {}", corruption_text(corruption)),
         other => other.to_string(),
     }

@@ -24,7 +24,7 @@ pub enum Error {
     /// The directory was written by a newer format than this build understands.
     FormatVersion { found: i64, supported: i64 },
     /// The directory holds something that is not a diskcache_oxide cache (or not this layout).
-    NotACache(String),
+    NotACache(NotCache),
     /// A caller passed a value the engine cannot accept; the message names the argument.
     InvalidArgument(String),
     /// A setting name or value is not valid.
@@ -153,6 +153,76 @@ impl fmt::Display for Mismatch {
                 f,
                 "{} is not a valid FanoutCache marker: {why}; it was not written by \
                  diskcache_oxide, or was damaged",
+                path.display()
+            ),
+        }
+    }
+}
+
+/// Why a directory is not a cache this handle can open ([`Error::NotACache`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NotCache {
+    /// A read-only open of a path that is not a directory.
+    NotADirectory { directory: PathBuf },
+    /// `cache.db` is not an SQLite database (a damaged header, or another kind of file).
+    NotSqlite,
+    /// A read-only open found `cache.db` empty: no cache was ever created there.
+    Empty,
+    /// SQLite could not put the database in WAL mode; it reports `mode`.
+    NoWal { mode: String },
+    /// `cache.db` is an SQLite database that diskcache_oxide did not create.
+    Foreign,
+    /// The lock file at `path` is `kind`, not a regular file.
+    LockFile { path: PathBuf, kind: &'static str },
+    /// One of the database's files (`path`) is `kind`, not a regular file.
+    DatabaseFile { path: PathBuf, kind: &'static str },
+}
+
+impl fmt::Display for NotCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::names::DB_NAME;
+        match self {
+            NotCache::NotADirectory { directory } => {
+                write!(f, "{} is not a directory", directory.display())
+            }
+            NotCache::NotSqlite => write!(
+                f,
+                "the cache database ({DB_NAME}) is not an SQLite database: its header is damaged \
+                 or it is another kind of file; move it aside or open a new directory"
+            ),
+            NotCache::Empty => write!(
+                f,
+                "the cache database ({DB_NAME}) is empty: no cache was ever created here, and a \
+                 read-only handle never creates one; open it once writable"
+            ),
+            NotCache::NoWal { mode } => write!(
+                f,
+                "SQLite could not put the cache database in WAL mode (it reports {mode:?}); the \
+                 directory must be on a local file system that supports shared memory"
+            ),
+            NotCache::Foreign => write!(
+                f,
+                "the directory holds an SQLite database ({DB_NAME}) that diskcache_oxide did not \
+                 create, perhaps a python-diskcache cache. diskcache_oxide uses its own format: \
+                 copy the data into a new directory with diskcache_oxide's migration and open \
+                 that one"
+            ),
+            NotCache::LockFile { path, kind } => write!(
+                f,
+                "the cache's lock file {} is {kind}, not a regular file; diskcache_oxide never \
+                 follows a link or locks anything else there. Nothing was created or changed: \
+                 remove it (rm {:?}) and the cache makes a new one",
+                path.display(),
+                path.display().to_string()
+            ),
+            NotCache::DatabaseFile { path, kind } => write!(
+                f,
+                "{} is {kind}, not a regular file; diskcache_oxide never follows a link or opens \
+                 anything but a regular file among the cache's own files (SQLite would write \
+                 through a link, or block reading a FIFO). Nothing was opened: if the link is \
+                 yours, replace it with the file it points to; otherwise remove it (with a \
+                 damaged cache, move the whole directory aside) and open the cache again",
                 path.display()
             ),
         }
@@ -456,10 +526,12 @@ mod wording {
                 found: 4,
                 asked: 2,
             }),
+            Error::NotACache(NotCache::Empty),
+            Error::NotACache(NotCache::Foreign),
         ];
         for e in errors {
             let text = e.to_string();
-            for python in ["=True", "=False", "shards=", "Cache(", "check("] {
+            for python in ["=True", "=False", "shards=", "Cache(", "check(", "migrate("] {
                 assert!(!text.contains(python), "{python} in {text}");
             }
         }

@@ -1,8 +1,8 @@
 //! Engine behaviour through the public Rust API.
 
 use diskcache_oxide_engine::{
-    Cache, Error, Incr, Key, OpenOptions, Problem, Scalar, SettingValue, StoredValue, ValueRef,
-    WriteOptions,
+    Cache, Error, Incr, Key, NotCache, OpenOptions, Problem, Scalar, SettingValue, StoredValue,
+    ValueRef, WriteOptions,
 };
 use std::time::Duration;
 
@@ -541,7 +541,7 @@ fn a_damaged_database_header_is_refused_clearly() {
     let _ = std::fs::remove_file(dir.path().join("cache.db-wal"));
     let _ = std::fs::remove_file(dir.path().join("cache.db-shm"));
     match Cache::open(dir.path(), OpenOptions::default()) {
-        Err(Error::NotACache(m)) => assert!(m.contains("not an SQLite database"), "{m}"),
+        Err(Error::NotACache(why)) => assert_eq!(why, NotCache::NotSqlite, "{why}"),
         Err(e) => panic!("unexpected error {e}"),
         Ok(_) => panic!("opened a damaged database"),
     }

@@ -222,7 +222,8 @@ fn links_and_fifos_among_the_database_files_and_the_lock_are_refused_at_open() {
             }
             let d = dir.path().to_path_buf();
             match bounded(move || open(&d).map(drop)) {
-                Err(Error::NotACache(m)) => {
+                Err(Error::NotACache(why)) => {
+                    let m = why.to_string();
                     assert!(m.contains(name) && m.contains("remove it"), "{m}")
                 }
                 other => panic!("{name}: expected NotACache, got {other:?}"),

@@ -3,6 +3,7 @@
 //! The schema and its pages-per-write budget are recorded in
 //! `docs/decisions/D-001-schema-and-pages-per-write.md`.
 
+use crate::error::NotCache;
 use crate::error::{sql_error, SqlContext};
 use crate::format::key::{Key, Scalar, RAW_ENCODED, RAW_NATIVE, RAW_PICKLED};
 use crate::format::stored::{checksum, Entry, Kind, StoredValue, ValueFile, ValueHandle, ValueRef};
@@ -334,10 +335,9 @@ impl Cache {
             match std::fs::metadata(&directory) {
                 Ok(m) if m.is_dir() => {}
                 Ok(_) => {
-                    return Err(Error::NotACache(format!(
-                        "{} is not a directory",
-                        directory.display()
-                    )))
+                    return Err(Error::NotACache(NotCache::NotADirectory {
+                        directory: directory.clone(),
+                    }))
                 }
                 Err(e) => {
                     return Err(Error::io(

@@ -61,14 +61,11 @@ impl DirLock {
             .mode(modes.file)
             .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
             .open(&path);
-        let refuse = |what: &str| {
-            Error::NotACache(format!(
-                "the cache's lock file {} is {what}, not a regular file; diskcache_oxide never \
-                 follows a link or locks anything else there. Nothing was created or changed: \
-                 remove it (rm {:?}) and the cache makes a new one",
-                path.display(),
-                path.display().to_string()
-            ))
+        let refuse = |what: &'static str| {
+            Error::NotACache(crate::error::NotCache::LockFile {
+                path: path.clone(),
+                kind: what,
+            })
         };
         let file = match opened {
             Ok(f) => f,

@@ -551,15 +551,10 @@ pub(crate) fn refuse_unsafe_db_files(db_path: &Path) -> Result<()> {
             }
         };
         if !meta.is_file() {
-            return Err(Error::NotACache(format!(
-                "{} is {}, not a regular file; diskcache_oxide never follows a link or opens \
-                 anything but a regular file among the cache's own files (SQLite would write \
-                 through a link, or block reading a FIFO). Nothing was opened: if the link is \
-                 yours, replace it with the file it points to; otherwise remove it (with a \
-                 damaged cache, move the whole directory aside) and open the cache again",
-                path.display(),
-                kind_of(&meta.file_type())
-            )));
+            return Err(Error::NotACache(crate::error::NotCache::DatabaseFile {
+                kind: kind_of(&meta.file_type()),
+                path,
+            }));
         }
     }
     Ok(())
