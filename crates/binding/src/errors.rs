@@ -2,7 +2,7 @@
 //! (`diskcache_oxide.errors`) and imported here once (D-008).
 
 use diskcache_oxide_engine::{
-    Corruption, Error, Mismatch, NotCache, Pickled, Repair, StorageFailure, FANOUT_MARKER,
+    Corruption, Error, IoAdvice, Mismatch, NotCache, Pickled, Repair, StorageFailure, FANOUT_MARKER,
 };
 use pyo3::exceptions::{PyMemoryError, PyOSError, PyOverflowError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -122,6 +122,12 @@ pub(crate) fn text(error: &Error) -> String {
              read=True to stream it instead"
         ),
         Error::LayoutMismatch(mismatch) => layout_text(mismatch),
+        Error::ReadOnlySettings { differ } => format!(
+            "a read_only=True handle cannot change the settings stored in the directory, and \
+             these differ from them: {}; drop them, or open the cache without read_only=True to \
+             change them",
+            differ.join(", ")
+        ),
         Error::NotACache(NotCache::Empty) => "the cache database (cache.db) is empty: no cache \
                                               was ever created here, and read_only=True never \
                                               creates one; open it once without read_only=True"
@@ -147,6 +153,15 @@ pub(crate) fn corruption_text(corruption: &Corruption) -> String {
         Some(_) => return corruption.to_string(),
     };
     format!("{}{repair}", corruption.message)
+}
+
+/// What to do about an I/O failure, in Python's terms.
+fn io_advice(advice: IoAdvice) -> &'static str {
+    match advice {
+        IoAdvice::CheckRemoves => "run check(fix=True) to remove it",
+        IoAdvice::ReadOnlyCreatesNothing => "read_only=True never creates one",
+        other => other.text(),
+    }
 }
 
 /// A layout mismatch in Python's terms: the call that opens the directory the right way.
@@ -237,13 +252,16 @@ pub(crate) fn to_py_ref(py: Python<'_>, error: &Error) -> PyErr {
         Error::UnknownType(_) => Exc::UnknownType.err(py, text(error)),
         Error::FormatVersion { .. } => Exc::FormatVersion.err(py, text(error)),
         Error::NotACache(_) => Exc::NotACache.err(py, text(error)),
-        Error::InvalidArgument(_) | Error::Setting(_) => PyValueError::new_err(text(error)),
+        Error::InvalidArgument(_) | Error::Setting(_) | Error::ReadOnlySettings { .. } => {
+            PyValueError::new_err(text(error))
+        }
         Error::Overflow(_) => PyOverflowError::new_err(text(error)),
         Error::ReadOnly { .. } => Exc::ReadOnly.err(py, text(error)),
         Error::LayoutMismatch(_) => Exc::LayoutMismatch.err(py, text(error)),
         Error::NoMemory { .. } => PyMemoryError::new_err(text(error)),
         Error::Io {
             context,
+            advice,
             path,
             source,
         } => {
@@ -257,7 +275,10 @@ pub(crate) fn to_py_ref(py: Python<'_>, error: &Error) -> PyErr {
                     .to_owned(),
                 None => text,
             };
-            let message = format!("{context}: {text}");
+            let message = match advice {
+                Some(advice) => format!("{context}; {}: {text}", io_advice(*advice)),
+                None => format!("{context}: {text}"),
+            };
             match (errno, path) {
                 (Some(errno), Some(path)) => {
                     PyOSError::new_err((errno, message, path.to_string_lossy().into_owned()))

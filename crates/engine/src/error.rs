@@ -40,12 +40,16 @@ pub enum Error {
     /// Memory for a value file read from the directory (`name`, `len` bytes) could not be had:
     /// reported, never an abort (D-035). Reading it as a file handle streams it instead.
     NoMemory { name: String, len: u64 },
-    /// A file system operation failed.
+    /// A file system operation failed; `advice`, if any, says what to do about it.
     Io {
         context: String,
+        advice: Option<IoAdvice>,
         path: Option<PathBuf>,
         source: io::Error,
     },
+    /// A read-only handle was opened with settings that differ from those stored in the
+    /// directory (each `name=value`, as asked for), which it cannot change (D-019).
+    ReadOnlySettings { differ: Vec<String> },
     /// Any other SQLite failure (a full disk, an I/O error, a malformed database).
     Sqlite {
         context: &'static str,
@@ -229,6 +233,26 @@ impl fmt::Display for NotCache {
     }
 }
 
+/// What to do about an [`Error::Io`], when there is one thing to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum IoAdvice {
+    /// Something the cache never follows is in the way: a check with `fix` removes it.
+    CheckRemoves,
+    /// A read-only open found no database, and a read-only handle never creates one.
+    ReadOnlyCreatesNothing,
+}
+
+impl IoAdvice {
+    /// The advice in the engine's words.
+    pub fn text(self) -> &'static str {
+        match self {
+            IoAdvice::CheckRemoves => "a check with fix removes it",
+            IoAdvice::ReadOnlyCreatesNothing => "a read-only handle never creates one",
+        }
+    }
+}
+
 /// What [`Error::Unsafe`] found pickled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pickled {
@@ -250,6 +274,22 @@ impl Error {
     pub(crate) fn io(context: impl Into<String>, path: Option<PathBuf>, source: io::Error) -> Self {
         Error::Io {
             context: context.into(),
+            advice: None,
+            path,
+            source,
+        }
+    }
+
+    /// [`Error::io`] with what to do about it.
+    pub(crate) fn io_advised(
+        context: impl Into<String>,
+        advice: IoAdvice,
+        path: Option<PathBuf>,
+        source: io::Error,
+    ) -> Self {
+        Error::Io {
+            context: context.into(),
+            advice: Some(advice),
             path,
             source,
         }
@@ -408,12 +448,25 @@ impl fmt::Display for Error {
             ),
             Error::Io {
                 context,
+                advice,
                 path,
                 source,
-            } => match path {
-                Some(p) => write!(f, "{context} ({}): {source}", p.display()),
-                None => write!(f, "{context}: {source}"),
-            },
+            } => {
+                write!(f, "{context}")?;
+                if let Some(advice) = advice {
+                    write!(f, "; {}", advice.text())?;
+                }
+                match path {
+                    Some(p) => write!(f, " ({}): {source}", p.display()),
+                    None => write!(f, ": {source}"),
+                }
+            }
+            Error::ReadOnlySettings { differ } => write!(
+                f,
+                "a read-only handle cannot change the settings stored in the directory, and \
+                 these differ from them: {}; drop them, or open the cache writable to change them",
+                differ.join(", ")
+            ),
             Error::Sqlite { context, source } => write!(f, "{context}: {source}"),
         }
     }
@@ -528,6 +581,21 @@ mod wording {
             }),
             Error::NotACache(NotCache::Empty),
             Error::NotACache(NotCache::Foreign),
+            Error::ReadOnlySettings {
+                differ: vec!["cull_limit=99".into()],
+            },
+            Error::io_advised(
+                "opening a cache read-only: the directory holds no cache database",
+                IoAdvice::ReadOnlyCreatesNothing,
+                Some("/c/cache.db".into()),
+                io::Error::from_raw_os_error(libc::ENOENT),
+            ),
+            Error::io_advised(
+                "creating a value file",
+                IoAdvice::CheckRemoves,
+                None,
+                io::Error::from_raw_os_error(libc::ENOTDIR),
+            ),
         ];
         for e in errors {
             let text = e.to_string();

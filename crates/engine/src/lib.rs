@@ -42,7 +42,9 @@ pub use cache::{
     Cache, Imported, Incr, OpenOptions, Problem, WriteOptions, DB_NAME, FORMAT_VERSION,
 };
 pub use claims::{ClaimInfo, Claims, ListedClaim};
-pub use error::{Corruption, Error, Mismatch, NotCache, Pickled, Repair, Result, StorageFailure};
+pub use error::{
+    Corruption, Error, IoAdvice, Mismatch, NotCache, Pickled, Repair, Result, StorageFailure,
+};
 pub use format::key::{Key, Scalar, Side};
 pub use format::stored::{checksum, Entry, Kind, StoredValue, ValueFile, ValueHandle, ValueRef};
 pub use jobs::{

@@ -280,7 +280,10 @@ fn read_only_refuses_changed_settings() {
         ..OpenOptions::default()
     };
     let err = Cache::open(dir.path(), options).err().unwrap();
-    assert!(matches!(err, Error::Setting(_)), "{err}");
+    assert!(
+        matches!(&err, Error::ReadOnlySettings { differ } if differ == &["cull_limit=99"]),
+        "{err}"
+    );
     let same = OpenOptions {
         settings: vec![("cull_limit".into(), SettingValue::Int(10))],
         read_only: true,

@@ -348,9 +348,9 @@ impl Cache {
                 }
             }
             if let Err(e) = std::fs::metadata(&db_path) {
-                return Err(Error::io(
-                    "opening a cache read-only: the directory holds no cache database; \
-                     read_only=True never creates one",
+                return Err(Error::io_advised(
+                    "opening a cache read-only: the directory holds no cache database",
+                    crate::error::IoAdvice::ReadOnlyCreatesNothing,
                     Some(db_path),
                     e,
                 ));

@@ -184,12 +184,7 @@ pub(super) fn init_database(
             .iter()
             .map(|name| Ok(format!("{name}={}", settings.get(name)?)))
             .collect::<Result<_>>()?;
-        return Err(Error::Setting(format!(
-            "a read_only=True handle cannot change the settings stored in the directory, and \
-             these differ from them: {}; drop them, or open the cache without read_only=True \
-             to change them",
-            listed.join(", ")
-        )));
+        return Err(Error::ReadOnlySettings { differ: listed });
     }
     db.execute_batch("BEGIN IMMEDIATE")
         .map_err(|e| sql_error("saving settings", e))?;

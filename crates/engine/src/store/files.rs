@@ -284,15 +284,17 @@ impl ValueFiles {
             self.modes.widen(&f)?;
             Ok(f)
         });
-        fd.map_err(|e| {
-            let context = match e.raw_os_error() {
-                Some(libc::ELOOP | libc::ENOTDIR) => format!(
+        fd.map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP | libc::ENOTDIR) => Error::io_advised(
+                format!(
                     "creating a value file: values/ or values/{sub} is a symbolic link or not a \
-                     directory, and the cache never follows one; run check(fix=True) to remove it"
+                     directory, and the cache never follows one"
                 ),
-                _ => "creating a value file".to_owned(),
-            };
-            Error::io(context, Some(self.path(name)), e)
+                crate::error::IoAdvice::CheckRemoves,
+                Some(self.path(name)),
+                e,
+            ),
+            _ => Error::io("creating a value file", Some(self.path(name)), e),
         })
     }
 
