@@ -38,10 +38,11 @@ if TYPE_CHECKING:  # only for annotations: the package has no run-time dependenc
 
 from . import _core
 from ._faces.durable import DurableCacheCalls
-from .errors import (
-    EmptyDirWarning,
-    UnknownFileWarning,
-)
+
+# python-diskcache's diskcache.core defines both of check()'s warning classes: they stay
+# importable from here (the binding picks a problem's class, see _core._check).
+from .errors import EmptyDirWarning as EmptyDirWarning
+from .errors import UnknownFileWarning as UnknownFileWarning
 
 __all__ = [
     "DEFAULT_SETTINGS",
@@ -185,14 +186,6 @@ def _reopen(
     return cls(directory, timeout, pickle=pickle, on_decode_error=on_decode_error)
 
 
-def _check_category(message: str) -> type[Warning]:
-    if message.startswith("unknown file"):
-        return UnknownFileWarning
-    if message.startswith("empty directory"):
-        return EmptyDirWarning
-    return UserWarning
-
-
 class Cache(_core.CacheCore):
     """A disk-backed cache: python-diskcache 5.6.3's ``Cache`` with a Rust engine.
 
@@ -309,10 +302,10 @@ class Cache(_core.CacheCore):
         :return: the problems found, as ``warnings.WarningMessage`` records
         :raises Timeout: if the database stayed locked and ``retry`` is False
         """
-        messages = self._check(fix, retry)
+        problems = self._check(fix, retry)
         with warnings.catch_warnings(record=True) as found:
-            for message in messages:
-                warnings.warn(message, _check_category(message), stacklevel=1)
+            for message, category in problems:
+                warnings.warn(message, category, stacklevel=1)
         return found
 
     def reset(self, key: str, value: Any = ENOVAL, update: bool = True) -> Any:

@@ -227,6 +227,36 @@ def test_check_reports_and_removes_orphan_value_files(cache, dc):
     assert cache["big"] == bytes(50_000)
 
 
+def test_check_picks_each_warning_class_by_problem_not_by_text(cache, dc, tmp_path):
+    # The binding chooses the class from the engine's problem (D-050): an orphan file is an
+    # UnknownFileWarning, everything else a plain UserWarning, with the message as before.
+    cache["big"] = bytes(50_000)
+    (kept,) = support.value_files(cache.directory)
+    orphan = os.path.join(os.path.dirname(kept), "0" * 30 + ".val")
+    with open(orphan, "wb") as handle:
+        handle.write(b"orphan")
+    with sqlite3.connect(os.path.join(cache.directory, "cache.db")) as db:
+        db.execute("UPDATE meta SET count = count + 5")
+    db.close()
+    found = {str(w.message): w.category for w in cache.check()}
+    assert found[f"unknown file: {orphan}"] is dc.UnknownFileWarning
+    (count,) = [m for m in found if m.startswith("meta.count != COUNT(cache)")]
+    assert count == "meta.count != COUNT(cache); 6 != 1"
+    assert found[count] is UserWarning
+    assert not any(issubclass(c, dc.EmptyDirWarning) for c in found.values())
+    cache.check(fix=True)
+    values = os.path.join(cache.directory, "values")
+    os.rename(values, str(tmp_path / "moved"))
+    os.symlink(str(tmp_path / "moved"), values)
+    (problem,) = [w for w in cache.check() if str(w.message).startswith("values is")]
+    assert problem.category is UserWarning
+    assert str(problem.message) == (
+        f"values is a symbolic link, not a directory: {values} was not followed; "
+        "check(fix=True) removes it (a link itself, never what it points to) and the cache "
+        "makes a new values directory"
+    )
+
+
 def test_check_leaves_foreign_files_alone(cache):
     cache["a"] = 1
     foreign = os.path.join(cache.directory, "notes.txt")

@@ -616,9 +616,14 @@ impl CacheCore {
     }
 
     #[pyo3(signature = (fix=Flag(false), retry=Flag(false)), text_signature = "(self, fix=False, retry=False)")]
-    fn _check(&self, py: Python<'_>, fix: Flag, retry: Flag) -> PyResult<Vec<String>> {
+    fn _check(
+        &self,
+        py: Python<'_>,
+        fix: Flag,
+        retry: Flag,
+    ) -> PyResult<Vec<(String, Py<pyo3::types::PyType>)>> {
         let cache = &*self.h()?.cache;
-        run(py, retry.0, || cache.check(fix.0))
+        crate::check::warnings(py, run(py, retry.0, || cache.check(fix.0))?)
     }
 
     // ---- metadata and settings -------------------------------------------------------------

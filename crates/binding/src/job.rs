@@ -38,7 +38,10 @@ pub(crate) fn state_name(state: JobState) -> &'static str {
 /// A job's value that could not be loaded, as the exception reading it raises.
 pub(crate) fn value_error(py: Python<'_>, e: &JobValueError) -> PyErr {
     match e {
-        JobValueError::Corrupt(_) => Exc::CorruptValue.err(py, e.to_string()),
+        JobValueError::Corrupt(c) => Exc::CorruptValue.err(
+            py,
+            format!("corrupt value: {}", crate::errors::corruption_text(c)),
+        ),
         JobValueError::Unreadable(_) => Exc::CacheError.err(py, e.to_string()),
         JobValueError::NotRead => PyValueError::new_err(
             "this JobInfo was listed with a preview, so its value was not read: read the \

@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 
 mod args;
 mod cache;
+mod check;
 mod claims;
 mod convert;
 mod core;

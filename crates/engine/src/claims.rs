@@ -10,7 +10,7 @@
 
 use crate::cache::{key_from, key_sql, now, Cache};
 use crate::error::SqlContext;
-use crate::key::Key;
+use crate::format::key::Key;
 use crate::{Error, Result};
 use rusqlite::{params, OptionalExtension};
 

@@ -7,11 +7,11 @@
 //! lease expired and was taken over cannot touch the new holder's job.
 
 use crate::cache::{now, Cache, Prepared, PreviewColumns, ValueColumns, PREVIEW_COLUMNS};
-use crate::error::SqlContext;
-use crate::files::Found;
-use crate::statements::Db;
-use crate::stored::{StoredValue, ValueRef};
-use crate::value::PREVIEW_MAX_WIDTH;
+use crate::error::{Corruption, SqlContext};
+use crate::format::stored::{StoredValue, ValueRef};
+use crate::format::value::PREVIEW_MAX_WIDTH;
+use crate::store::files::Found;
+use crate::store::statements::Db;
 use crate::{Error, Result};
 use rusqlite::{params, OptionalExtension};
 
@@ -77,7 +77,7 @@ pub struct Job {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JobValueError {
     /// Its stored bytes or value file are damaged or missing: no build could read them.
-    Corrupt(String),
+    Corrupt(Corruption),
     /// Its value file could not be read for another reason (I/O, permissions).
     Unreadable(String),
     /// It was not read: the job was listed with a preview ([`ListValues::Preview`]).
@@ -678,9 +678,9 @@ impl Jobs<'_> {
     fn value(&self, id: i64, stored: ValueColumns) -> Result<StoredValue, JobValueError> {
         match self.cache.load_columns(id, stored) {
             Ok(Found::Yes(v)) => Ok(v),
-            Ok(Found::Missing) => Err(JobValueError::Corrupt(format!(
+            Ok(Found::Missing) => Err(JobValueError::Corrupt(Corruption::new(format!(
                 "the value file of job {id} is missing"
-            ))),
+            )))),
             Err(Error::Corrupt(m)) => Err(JobValueError::Corrupt(m)),
             Err(e) => Err(JobValueError::Unreadable(e.to_string())),
         }

@@ -16,37 +16,42 @@
 //! # Ok::<(), diskcache_oxide_engine::Error>(())
 //! ```
 
-mod bell;
+// The layers, each importing only from those above it in this list (D-050): the leaves
+// (`names`, `error`, `basics`, `settings`), the OS plumbing (`os`), the formats (`format`), the
+// directory's storage (`store`), then the features (`cache`, and `queue`, `jobs` and `claims`
+// on it).
+mod basics;
+mod error;
+mod names;
+mod settings;
+
+mod format;
+mod os;
+mod store;
+
 mod cache;
 mod claims;
-mod conn;
-mod error;
-mod files;
-mod fork;
 mod jobs;
-mod key;
-mod layout;
-mod lock;
-pub mod platform;
 mod queue;
-mod recent;
-mod reserve;
-mod settings;
-mod spin;
-mod statements;
-mod stored;
-pub mod value;
-mod vfs;
 
-pub use cache::{Cache, Imported, Incr, OpenOptions, WriteOptions, DB_NAME, FORMAT_VERSION};
+// The public modules keep their paths from before the layers.
+pub use format::value;
+pub use os::platform;
+
+pub use cache::{
+    Cache, Imported, Incr, OpenOptions, Problem, WriteOptions, DB_NAME, FORMAT_VERSION,
+};
 pub use claims::{ClaimInfo, Claims, ListedClaim};
-pub use error::{Error, Result};
+pub use error::{
+    Corruption, Error, IoAdvice, Mismatch, NotCache, Pickled, Repair, Result, StorageFailure,
+};
+pub use format::key::{Key, Scalar, Side};
+pub use format::stored::{checksum, Entry, Kind, StoredValue, ValueFile, ValueHandle, ValueRef};
 pub use jobs::{
     pass_delay, Job, JobCounts, JobInfo, JobOptions, JobState, JobValueError, Jobs, ListState,
     ListValues, ListedJob, Put, Swept, TakeVerdict, Taken, PASSES_PER_TAKE,
 };
-pub use key::{Key, Scalar, Side};
-pub use layout::{claim_fanout, fanout_shards, FANOUT_MARKER};
+pub use names::FANOUT_MARKER;
 pub use queue::{Candidate, Queue, QueueStats, Verdict, QUEUE_MAX, QUEUE_START};
 pub use settings::{EvictionPolicy, SettingValue, Settings, SETTING_NAMES};
-pub use stored::{checksum, Entry, Kind, StoredValue, ValueFile, ValueHandle, ValueRef};
+pub use store::layout::{claim_fanout, fanout_shards};

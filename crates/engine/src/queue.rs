@@ -6,9 +6,9 @@
 
 use crate::cache::{apply_delta, entry_select, now, Cache, Delta, Fresh, Placed, Stamp};
 use crate::error::SqlContext;
-use crate::key::{Key, Scalar, Side};
-use crate::statements::Db;
-use crate::stored::{Entry, ValueRef};
+use crate::format::key::{Key, Scalar, Side};
+use crate::format::stored::{Entry, ValueRef};
+use crate::store::statements::Db;
 use crate::{Error, Result, WriteOptions};
 use rusqlite::types::ToSqlOutput;
 use rusqlite::{params, OptionalExtension};

@@ -1,7 +1,8 @@
 //! Engine behaviour through the public Rust API.
 
 use diskcache_oxide_engine::{
-    Cache, Error, Incr, Key, OpenOptions, Scalar, SettingValue, StoredValue, ValueRef, WriteOptions,
+    Cache, Error, Incr, Key, NotCache, OpenOptions, Problem, Scalar, SettingValue, StoredValue,
+    ValueRef, WriteOptions,
 };
 use std::time::Duration;
 
@@ -400,7 +401,10 @@ fn damaged_values_are_reported_not_returned() {
     let found = cache.check(false).unwrap();
     assert_eq!(found.len(), 2, "{found:?}");
     assert!(
-        found[1].contains("is 7 bytes long, but its row says 60000"),
+        matches!(&found[1], Problem::DamagedEntry { .. })
+            && found[1]
+                .to_string()
+                .contains("is 7 bytes long, but its row says 60000"),
         "{found:?}"
     );
 }
@@ -537,7 +541,7 @@ fn a_damaged_database_header_is_refused_clearly() {
     let _ = std::fs::remove_file(dir.path().join("cache.db-wal"));
     let _ = std::fs::remove_file(dir.path().join("cache.db-shm"));
     match Cache::open(dir.path(), OpenOptions::default()) {
-        Err(Error::NotACache(m)) => assert!(m.contains("not an SQLite database"), "{m}"),
+        Err(Error::NotACache(why)) => assert_eq!(why, NotCache::NotSqlite, "{why}"),
         Err(e) => panic!("unexpected error {e}"),
         Ok(_) => panic!("opened a damaged database"),
     }

@@ -1,7 +1,9 @@
 //! Hostile or damaged files in a cache directory (D-035): errors, never an abort, a hang or an
 //! escape from the directory.
 
-use diskcache_oxide_engine::{Cache, Error, OpenOptions, StoredValue, ValueRef, WriteOptions};
+use diskcache_oxide_engine::{
+    Cache, Error, OpenOptions, Problem, StoredValue, ValueRef, WriteOptions,
+};
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -44,7 +46,7 @@ fn mkfifo(path: &Path) {
 
 fn corrupt<T: std::fmt::Debug>(r: Result<T, Error>) -> String {
     match r {
-        Err(Error::Corrupt(m)) => m,
+        Err(Error::Corrupt(m)) => m.to_string(),
         other => panic!("expected Error::Corrupt, got {other:?}"),
     }
 }
@@ -119,16 +121,16 @@ fn hostile_value_files_are_errors_on_every_read_and_check_drops_them() {
         let c = cache.clone();
         let found = bounded(move || c.check(false)).unwrap();
         assert!(
-            found.iter().any(|m| m.contains("damaged entry")),
+            found
+                .iter()
+                .any(|p| matches!(p, Problem::DamagedEntry { .. })
+                    && p.to_string().starts_with("damaged entry")),
             "{kind:?} {found:?}"
         );
         let c = cache.clone();
         bounded(move || c.check(true)).unwrap();
-        assert_eq!(
-            cache.check(false).unwrap(),
-            Vec::<String>::new(),
-            "{kind:?}"
-        );
+        let left = cache.check(false).unwrap();
+        assert!(left.is_empty(), "{kind:?} {left:?}");
         assert!(cache.get(&key, false).unwrap().is_none());
         // The other entry was left alone.
         match cache.get(&tkey, false).unwrap().unwrap().value {
@@ -184,9 +186,13 @@ fn a_symlinked_values_directory_is_never_entered() {
     corrupt(cache.get(&"k".into(), false));
     let found = cache.check(false).unwrap();
     assert!(
-        found
-            .iter()
-            .any(|m| m.contains("values is a symbolic link")),
+        found.iter().any(|p| matches!(
+            p,
+            Problem::ValuesNotADirectory {
+                kind: "a symbolic link",
+                ..
+            }
+        ) && p.to_string().contains("values is a symbolic link")),
         "{found:?}"
     );
     cache.check(true).unwrap();
@@ -216,7 +222,8 @@ fn links_and_fifos_among_the_database_files_and_the_lock_are_refused_at_open() {
             }
             let d = dir.path().to_path_buf();
             match bounded(move || open(&d).map(drop)) {
-                Err(Error::NotACache(m)) => {
+                Err(Error::NotACache(why)) => {
+                    let m = why.to_string();
                     assert!(m.contains(name) && m.contains("remove it"), "{m}")
                 }
                 other => panic!("{name}: expected NotACache, got {other:?}"),

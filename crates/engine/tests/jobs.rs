@@ -327,7 +327,7 @@ fn a_job_whose_value_file_is_gone_is_taken_with_a_typed_corrupt_error() {
     let jobs = cache.jobs().take(&["q"], 30.0, 1).unwrap();
     assert_eq!(jobs[0].id, id);
     match &jobs[0].value {
-        Err(JobValueError::Corrupt(m)) => assert!(m.contains("missing"), "{m}"),
+        Err(JobValueError::Corrupt(m)) => assert!(m.message.contains("missing"), "{m}"),
         other => panic!("expected a corrupt-value error, got {other:?}"),
     }
     // The job itself is intact: it can still be buried.

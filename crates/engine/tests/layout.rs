@@ -1,7 +1,7 @@
 //! Layout records (D-018) and read-only handles (D-019).
 
 use diskcache_oxide_engine::{
-    claim_fanout, Cache, Error, Key, OpenOptions, SettingValue, ValueRef, WriteOptions,
+    claim_fanout, Cache, Error, Key, Mismatch, OpenOptions, SettingValue, ValueRef, WriteOptions,
     FANOUT_MARKER,
 };
 use std::collections::BTreeMap;
@@ -64,8 +64,21 @@ fn claim_fanout_with_another_shard_count_changes_nothing() {
     claim_fanout(dir.path(), 8).unwrap();
     let before = snapshot(dir.path());
     let err = claim_fanout(dir.path(), 4).unwrap_err();
-    assert!(matches!(err, Error::LayoutMismatch(_)), "{err}");
-    assert!(err.to_string().contains("shards=8"), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::LayoutMismatch(Mismatch::Shards {
+                found: 8,
+                asked: 4,
+                ..
+            })
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("created with 8 shards, not 4"),
+        "{err}"
+    );
     assert_eq!(snapshot(dir.path()), before);
 }
 
@@ -75,8 +88,11 @@ fn claim_fanout_on_a_cache_changes_nothing() {
     make_cache(dir.path());
     let before = snapshot(dir.path());
     let err = claim_fanout(dir.path(), 8).unwrap_err();
-    assert!(matches!(err, Error::LayoutMismatch(_)), "{err}");
-    assert!(err.to_string().contains("Cache("), "{err}");
+    assert!(
+        matches!(err, Error::LayoutMismatch(Mismatch::PlainCache { .. })),
+        "{err}"
+    );
+    assert!(err.to_string().contains("open it as a Cache"), "{err}");
     assert_eq!(snapshot(dir.path()), before);
 }
 
@@ -87,8 +103,19 @@ fn cache_on_a_fanout_root_changes_nothing() {
     let before = snapshot(dir.path());
     for options in [OpenOptions::default(), read_only()] {
         let err = Cache::open(dir.path(), options).err().unwrap();
-        assert!(matches!(err, Error::LayoutMismatch(_)), "{err}");
-        assert!(err.to_string().contains("shards=2"), "{err}");
+        assert!(
+            matches!(
+                err,
+                Error::LayoutMismatch(Mismatch::FanoutRoot {
+                    shards: Some(2),
+                    ..
+                })
+            ),
+            "{err}"
+        );
+        // The Python call that opens it (`FanoutCache(..., shards=2)`) is the binding's words.
+        assert!(err.to_string().contains("FanoutCache of 2 shards"), "{err}");
+        assert!(!err.to_string().contains("shards="), "{err}");
         assert_eq!(snapshot(dir.path()), before);
     }
 }
@@ -209,7 +236,11 @@ fn read_only_refuses_every_write() {
     ];
     for (name, result) in refused {
         match result {
-            Err(Error::ReadOnly(m)) => assert!(m.contains("read_only=True"), "{name}: {m}"),
+            Err(e @ Error::ReadOnly { .. }) => {
+                let m = e.to_string();
+                assert!(m.contains("opened read-only"), "{name}: {m}");
+                assert!(!m.contains("=True"), "{name}: no Python in the engine: {m}");
+            }
             other => panic!("{name}: expected Error::ReadOnly, got {:?}", other.err()),
         }
     }
@@ -249,7 +280,10 @@ fn read_only_refuses_changed_settings() {
         ..OpenOptions::default()
     };
     let err = Cache::open(dir.path(), options).err().unwrap();
-    assert!(matches!(err, Error::Setting(_)), "{err}");
+    assert!(
+        matches!(&err, Error::ReadOnlySettings { differ } if differ == &["cull_limit=99"]),
+        "{err}"
+    );
     let same = OpenOptions {
         settings: vec![("cull_limit".into(), SettingValue::Int(10))],
         read_only: true,

@@ -3,17 +3,19 @@
 //! The schema and its pages-per-write budget are recorded in
 //! `docs/decisions/D-001-schema-and-pages-per-write.md`.
 
-use crate::conn::{self, Deadline};
+use crate::error::NotCache;
 use crate::error::{sql_error, SqlContext};
-use crate::files::{Found, Modes, ValueFiles};
-use crate::fork;
-use crate::key::{Key, Scalar, RAW_ENCODED, RAW_NATIVE, RAW_PICKLED};
-use crate::lock::DirLock;
-use crate::recent::Recent;
-use crate::reserve::Reserve;
+use crate::format::key::{Key, Scalar, RAW_ENCODED, RAW_NATIVE, RAW_PICKLED};
+use crate::format::stored::{checksum, Entry, Kind, StoredValue, ValueFile, ValueHandle, ValueRef};
+use crate::os::fork;
+use crate::os::lock::DirLock;
+use crate::os::modes::Modes;
+use crate::os::reserve::Reserve;
 use crate::settings::{EvictionPolicy, SettingValue, Settings};
-use crate::statements::Db;
-use crate::stored::{checksum, Entry, Kind, StoredValue, ValueFile, ValueHandle, ValueRef};
+use crate::store::conn::{self, Deadline};
+use crate::store::files::{Found, ValueFiles};
+use crate::store::recent::Recent;
+use crate::store::statements::Db;
 use crate::{Error, Result};
 use rusqlite::types::{ToSqlOutput, Value as SqlValue, ValueRef as Sql};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -30,7 +32,7 @@ use thread_local::ThreadLocal;
 pub const FORMAT_VERSION: i64 = 1;
 /// `PRAGMA application_id`: marks a database as ours ("DCOX").
 const APPLICATION_ID: i64 = 0x4443_4f58;
-pub use crate::layout::DB_NAME;
+pub use crate::names::DB_NAME;
 /// Rows per batch in the maintenance loops that release the write lock between batches.
 const BATCH: i64 = 100;
 
@@ -326,9 +328,9 @@ impl Cache {
             probe.set(name, value)?;
         }
         let directory = directory.as_ref().to_path_buf();
-        crate::layout::refuse_fanout_root(&directory)?;
+        crate::store::layout::refuse_fanout_root(&directory)?;
         let db_path = directory.join(DB_NAME);
-        crate::files::refuse_unsafe_db_files(&db_path)?;
+        crate::store::files::refuse_unsafe_db_files(&db_path)?;
         // Opening waits at least OPEN_WAIT, whatever the handle's timeout: a FanoutCache or a
         // Django backend opens its shards with a timeout of 10 ms, and under load, handles
         // opening the same directory at once (a thread each) would otherwise time out on
@@ -342,10 +344,9 @@ impl Cache {
             match std::fs::metadata(&directory) {
                 Ok(m) if m.is_dir() => {}
                 Ok(_) => {
-                    return Err(Error::NotACache(format!(
-                        "{} is not a directory",
-                        directory.display()
-                    )))
+                    return Err(Error::NotACache(NotCache::NotADirectory {
+                        directory: directory.clone(),
+                    }))
                 }
                 Err(e) => {
                     return Err(Error::io(
@@ -356,9 +357,9 @@ impl Cache {
                 }
             }
             if let Err(e) = std::fs::metadata(&db_path) {
-                return Err(Error::io(
-                    "opening a cache read-only: the directory holds no cache database; \
-                     read_only=True never creates one",
+                return Err(Error::io_advised(
+                    "opening a cache read-only: the directory holds no cache database",
+                    crate::error::IoAdvice::ReadOnlyCreatesNothing,
                     Some(db_path),
                     e,
                 ));
@@ -417,6 +418,16 @@ impl Cache {
         &self.inner.directory
     }
 
+    /// Call `attempt` until it returns `Some` or `timeout` has passed, sleeping between tries
+    /// until some process writes to this cache (D-013). Returns `None` on timeout.
+    pub fn wait_for<T>(
+        &self,
+        timeout: Duration,
+        attempt: impl FnMut() -> Result<Option<T>>,
+    ) -> Result<Option<T>> {
+        crate::os::bell::wait_for(self.directory(), timeout, attempt)
+    }
+
     pub fn timeout(&self) -> Duration {
         self.inner.timeout
     }
@@ -430,11 +441,9 @@ impl Cache {
     /// touches anything.
     fn writable(&self) -> Result<()> {
         if self.inner.read_only {
-            return Err(Error::ReadOnly(format!(
-                "this cache handle was opened with read_only=True and cannot write; open \
-                 {:?} without read_only=True to change it",
-                self.inner.directory.display().to_string()
-            )));
+            return Err(Error::ReadOnly {
+                directory: self.inner.directory.clone(),
+            });
         }
         Ok(())
     }
@@ -556,7 +565,7 @@ impl Cache {
     }
 
     fn connect(&self) -> Result<Conn> {
-        crate::files::refuse_unsafe_db_files(&self.inner.db_path)?;
+        crate::store::files::refuse_unsafe_db_files(&self.inner.db_path)?;
         let (db, at_rest) = if self.inner.read_only {
             conn::open_read_only(&self.inner.db_path)?
         } else {
@@ -812,6 +821,7 @@ impl Cache {
 }
 
 // Declared after `row_columns!` so the submodules can use it.
+mod check;
 mod entries;
 mod maintenance;
 mod read;
@@ -820,6 +830,7 @@ mod schema;
 mod values;
 mod write;
 
+pub use check::Problem;
 pub(crate) use entries::{entry_select, Placed};
 use rows::*;
 pub(crate) use rows::{apply_delta, inline_sql, key_from, key_sql};

@@ -234,11 +234,20 @@ impl Cache {
         self.write(None, |db, unlink| {
             let now = now();
             let mut delta = Delta::default();
-            let sql = format!(concat!("SELECT ", row_columns!(), ", key, raw FROM cache ORDER BY rowid {} LIMIT 1"), order);
+            let sql = format!(
+                concat!(
+                    "SELECT ",
+                    row_columns!(),
+                    ", key, raw FROM cache ORDER BY rowid {} LIMIT 1"
+                ),
+                order
+            );
             let found = loop {
                 let mut stmt = db.prepare_cached(&sql).ctx("peeking")?;
                 let got = stmt
-                    .query_row([], |r| Ok((row_from(r)?, key_from(r.get_ref(8)?, r.get(9)?))))
+                    .query_row([], |r| {
+                        Ok((row_from(r)?, key_from(r.get_ref(8)?, r.get(9)?)))
+                    })
                     .optional()
                     .ctx("peeking")?;
                 drop(stmt);
@@ -249,12 +258,24 @@ impl Cache {
                     continue;
                 }
                 match self.load(&mut row, false)? {
-                    Found::Yes(value) => break Some((key?, Entry { value, expire_time: row.expire_time, tag: row.tag })),
+                    Found::Yes(value) => {
+                        break Some((
+                            key?,
+                            Entry {
+                                value,
+                                expire_time: row.expire_time,
+                                tag: row.tag,
+                            },
+                        ))
+                    }
                     Found::Missing => {
-                        return Err(Error::corrupt(format!(
-                            "the value file {:?} of an entry is missing; check(fix=True) removes such entries",
-                            row.filename.unwrap_or_default()
-                        )))
+                        return Err(Error::corrupt_fixed_by(
+                            format!(
+                                "the value file {:?} of an entry is missing",
+                                row.filename.unwrap_or_default()
+                            ),
+                            crate::error::Repair::RemoveEntries,
+                        ))
                     }
                 }
             };
@@ -296,10 +317,13 @@ impl Cache {
                         tag: row.tag,
                     },
                 ))),
-                Found::Missing => Err(Error::corrupt(format!(
-                    "the value file {:?} of an entry is missing; check(fix=True) removes such entries",
-                    row.filename.unwrap_or_default()
-                ))),
+                Found::Missing => Err(Error::corrupt_fixed_by(
+                    format!(
+                        "the value file {:?} of an entry is missing",
+                        row.filename.unwrap_or_default()
+                    ),
+                    crate::error::Repair::RemoveEntries,
+                )),
             }
         })
     }

@@ -259,7 +259,7 @@ pub(crate) fn apply_delta(db: &Db, d: &Delta) -> Result<()> {
 /// only by the pages this write adds; otherwise it is exact.
 pub(super) fn volume(db: &Db, page_size: i64, committed: bool) -> Result<i64> {
     let known = if committed {
-        crate::recent::committed_pages(db)
+        crate::store::recent::committed_pages(db)
     } else {
         None
     };

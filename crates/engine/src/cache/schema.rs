@@ -75,14 +75,14 @@ pub(super) fn init_database(
     overrides: &[(String, SettingValue)],
     read_only: bool,
 ) -> Result<Settings> {
-    let version: i64 = db.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| match &e {
-        rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::NotADatabase => Error::NotACache(
-            "the cache database (cache.db) is not an SQLite database: its header is damaged or it is another \
-             kind of file; move it aside or open a new directory"
-                .into(),
-        ),
-        _ => sql_error("reading the format version", e),
-    })?;
+    let version: i64 = db
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|e| match &e {
+            rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::NotADatabase => {
+                Error::NotACache(NotCache::NotSqlite)
+            }
+            _ => sql_error("reading the format version", e),
+        })?;
     let app_id: i64 = db
         .query_row("PRAGMA application_id", [], |r| r.get(0))
         .ctx("reading the format version")?;
@@ -101,11 +101,7 @@ pub(super) fn init_database(
             return Err(not_ours());
         }
         if read_only {
-            return Err(Error::NotACache(
-                "the cache database (cache.db) is empty: no cache was ever created here, and \
-                 read_only=True never creates one; open it once without read_only=True"
-                    .into(),
-            ));
+            return Err(Error::NotACache(NotCache::Empty));
         }
         for (name, value) in overrides {
             settings.set(name, value)?;
@@ -122,10 +118,7 @@ pub(super) fn init_database(
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .ctx("switching to WAL")?;
         if !mode.eq_ignore_ascii_case("wal") {
-            return Err(Error::NotACache(format!(
-                "SQLite could not put the cache database in WAL mode (it reports {mode:?}); \
-                 the directory must be on a local file system that supports shared memory"
-            )));
+            return Err(Error::NotACache(NotCache::NoWal { mode }));
         }
         db.execute_batch("BEGIN IMMEDIATE")
             .map_err(|e| sql_error("creating the schema", e))?;
@@ -191,12 +184,7 @@ pub(super) fn init_database(
             .iter()
             .map(|name| Ok(format!("{name}={}", settings.get(name)?)))
             .collect::<Result<_>>()?;
-        return Err(Error::Setting(format!(
-            "a read_only=True handle cannot change the settings stored in the directory, and \
-             these differ from them: {}; drop them, or open the cache without read_only=True \
-             to change them",
-            listed.join(", ")
-        )));
+        return Err(Error::ReadOnlySettings { differ: listed });
     }
     db.execute_batch("BEGIN IMMEDIATE")
         .map_err(|e| sql_error("saving settings", e))?;
@@ -269,13 +257,7 @@ fn add_jobs_taken(db: &Connection) -> Result<()> {
 }
 
 pub(super) fn not_ours() -> Error {
-    Error::NotACache(
-        "the directory holds an SQLite database (cache.db) that diskcache_oxide did not create, \
-         perhaps a python-diskcache cache. diskcache_oxide uses its own format: copy the data into a \
-         new directory with `diskcache-oxide migrate SRC DST` (or diskcache_oxide.migrate(src, dst)) \
-         and open that one"
-            .into(),
-    )
+    Error::NotACache(NotCache::Foreign)
 }
 
 pub(super) fn persist_setting(db: &Connection, name: &str, value: &SettingValue) -> Result<()> {

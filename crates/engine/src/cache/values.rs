@@ -1,7 +1,7 @@
 //! Values in and out: preparing payloads for writes, loading them on reads.
 
 use super::*;
-use crate::value::{fit, preview, PREVIEW_BYTES};
+use crate::format::value::{fit, preview, PREVIEW_BYTES};
 
 impl Cache {
     /// Put a large payload in its file (holding the shared directory lock until the row is
@@ -126,10 +126,13 @@ impl Cache {
             .and_then(|r| r.filename)
             .is_some_and(|f| f == name);
         if still {
-            return Err(Error::corrupt(format!(
-                "the value file {name:?} of this entry is missing (deleted behind the cache's back?); \
-                 check(fix=True) removes such entries"
-            )));
+            return Err(Error::corrupt_fixed_by(
+                format!(
+                    "the value file {name:?} of this entry is missing (deleted behind the cache's \
+                     back?)"
+                ),
+                crate::error::Repair::RemoveEntries,
+            ));
         }
         Ok(false)
     }

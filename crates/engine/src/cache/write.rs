@@ -16,10 +16,10 @@ impl Cache {
     pub fn set_value(
         &self,
         key: &Key,
-        value: &crate::value::Value,
+        value: &crate::format::value::Value,
         options: &WriteOptions,
     ) -> Result<()> {
-        use crate::value::Value;
+        use crate::format::value::Value;
         let encoded;
         let v = match value {
             Value::Int(i) => ValueRef::Int(*i),
@@ -27,7 +27,7 @@ impl Cache {
             Value::Str(s) => ValueRef::Str(s),
             Value::Bytes(b) => ValueRef::Bytes(b),
             other => {
-                encoded = crate::value::encode(other);
+                encoded = crate::format::value::encode(other);
                 ValueRef::Encoded(&encoded)
             }
         };
@@ -35,7 +35,7 @@ impl Cache {
     }
 
     /// Read an unexpired value as a safe-format value. A pickled value yields `Error::Unsafe`.
-    pub fn get_value(&self, key: &Key) -> Result<Option<crate::value::Value>> {
+    pub fn get_value(&self, key: &Key) -> Result<Option<crate::format::value::Value>> {
         self.get(key, false)?
             .map(|e| e.value.into_value())
             .transpose()

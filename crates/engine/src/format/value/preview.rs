@@ -28,7 +28,7 @@ use super::cbor::{
     TAG_POS_BIGNUM, TAG_SET, TAG_TIME, TAG_TIMEDELTA, TAG_TIMEZONE, TAG_TUPLE, TAG_UUID,
 };
 use super::MAX_DEPTH;
-use crate::stored::Kind;
+use crate::format::kind::Kind;
 use std::fmt::Write as _;
 
 /// The most bytes of a payload a preview looks at.

@@ -133,7 +133,7 @@ unsafe extern "C" fn open(
         if flags & ffi::SQLITE_OPEN_MAIN_DB != 0 && !name.is_null() {
             let real = (*file).pMethods;
             let m = &*real;
-            if crate::platform::engine_wal_index_locks()
+            if crate::os::platform::engine_wal_index_locks()
                 && m.iVersion >= 2
                 && m.xShmMap.is_some()
                 && m.xShmLock.is_some()

@@ -5,189 +5,21 @@
 //! random and validated on every use, and every path component is opened with `O_NOFOLLOW`
 //! relative to the cache directory, so a row can never make us read or delete outside it.
 
-use crate::settings::SettingValue;
-use crate::stored::{checksum, Checksum};
+use crate::basics::{kind_of, reserve};
+use crate::error::Repair;
+use crate::format::stored::{checksum, Checksum};
+use crate::os::modes::Modes;
 use crate::{Error, Result};
 use std::ffi::{CString, OsString};
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileExt};
 use std::path::{Path, PathBuf};
 
 pub(crate) const VALUES_DIR: &str = "values";
 const NAME_LEN: usize = 2 + 1 + 30 + 4; // "ab/" + 30 hex + ".val"
-
-/// The open-time option (passed among the settings, never persisted) that picks [`Modes`].
-pub(crate) const PERMISSIONS: &str = "permissions";
-
-/// The modes of what a cache creates in its directory (D-027): private to the owner by
-/// default, or shared with the directory's group. Every handle takes them from the cache
-/// directory itself (group-shared when it grants its group rwx), so processes that open a
-/// group queue without the option keep it shared.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Modes {
-    pub(crate) dir: u32,
-    pub(crate) file: u32,
-}
-
-impl Modes {
-    pub(crate) const PRIVATE: Modes = Modes {
-        dir: 0o700,
-        file: 0o600,
-    };
-    /// setgid on directories, so files take the directory's group.
-    pub(crate) const GROUP: Modes = Modes {
-        dir: 0o2770,
-        file: 0o660,
-    };
-
-    fn name(self) -> &'static str {
-        if self == Modes::GROUP {
-            "group"
-        } else {
-            "private"
-        }
-    }
-
-    fn of_directory(mode: u32) -> Modes {
-        if mode & 0o070 == 0o070 {
-            Modes::GROUP
-        } else {
-            Modes::PRIVATE
-        }
-    }
-
-    /// Remove `permissions` from the settings an open was given.
-    pub(crate) fn take(settings: &mut Vec<(String, SettingValue)>) -> Result<Option<Modes>> {
-        let mut found = None;
-        let mut error = None;
-        settings.retain(|(name, value)| {
-            if name != PERMISSIONS {
-                return true;
-            }
-            match value {
-                SettingValue::Str(s) if s == "private" => found = Some(Modes::PRIVATE),
-                SettingValue::Str(s) if s == "group" => found = Some(Modes::GROUP),
-                other => {
-                    error = Some(Error::Setting(format!(
-                        "permissions: expected 'private' or 'group', got {other}"
-                    )))
-                }
-            }
-            false
-        });
-        match error {
-            Some(e) => Err(e),
-            None => Ok(found),
-        }
-    }
-
-    /// Create the cache directory (mode `dir`) if it is missing, and return the modes for what
-    /// the cache creates inside it. An explicit request that contradicts an existing cache's
-    /// directory is refused rather than silently ignored; one for a directory that holds no
-    /// cache yet is applied to it (if this user owns it).
-    pub(crate) fn prepare(directory: &Path, requested: Option<Modes>, db: &Path) -> Result<Modes> {
-        let fail = |what: &str, e: io::Error| Error::io(what, Some(directory.to_path_buf()), e);
-        let want = requested.unwrap_or(Modes::PRIVATE);
-        if let Some(parent) = directory.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|e| {
-                // create_dir_all reports a file in the way as "exists"; say what it is, with
-                // the errno os.makedirs gives (NotADirectoryError), as python-diskcache does.
-                if e.kind() == io::ErrorKind::AlreadyExists && !parent.is_dir() {
-                    return Error::io(
-                        "creating the cache directory: a part of its path is a file, not a \
-                         directory; choose another directory",
-                        Some(parent.into()),
-                        io::Error::from_raw_os_error(libc::ENOTDIR),
-                    );
-                }
-                Error::io(
-                    "creating the cache directory's parent",
-                    Some(parent.into()),
-                    e,
-                )
-            })?;
-        }
-        match std::fs::DirBuilder::new()
-            .mode(want.dir & 0o777)
-            .create(directory)
-        {
-            Ok(()) => {
-                // Exact bits, whatever the umask (it only narrows private ones).
-                std::fs::set_permissions(directory, std::fs::Permissions::from_mode(want.dir))
-                    .map_err(|e| fail("setting the cache directory's mode", e))?;
-                return Ok(want);
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(fail("creating the cache directory", e)),
-        }
-        let meta =
-            std::fs::metadata(directory).map_err(|e| fail("reading the cache directory", e))?;
-        let found = Modes::of_directory(meta.mode());
-        match requested {
-            Some(m) if m != found => {
-                // SAFETY: geteuid cannot fail.
-                let owner = meta.uid() == unsafe { libc::geteuid() };
-                if owner && !db.exists() {
-                    let mode = (meta.mode() & 0o7707 & !0o2000) | (m.dir & 0o2070);
-                    std::fs::set_permissions(directory, std::fs::Permissions::from_mode(mode))
-                        .map_err(|e| fail("setting the cache directory's mode", e))?;
-                    Ok(m)
-                } else {
-                    Err(Error::Setting(format!(
-                        "permissions: {} already holds a cache whose directory is {} (mode \
-                         {:o}), not {:?}; change an existing cache's modes with chmod (for a \
-                         group: chmod -R g+rwX and chmod g+s on the directory and values/)",
-                        directory.display(),
-                        found.name(),
-                        meta.mode() & 0o7777,
-                        m.name()
-                    )))
-                }
-            }
-            _ => Ok(found),
-        }
-    }
-
-    /// Give a file this process just opened or created the group bits it lacks (the umask
-    /// may have removed them). Private modes need nothing: the umask only narrows.
-    pub(crate) fn widen(self, file: &File) -> io::Result<()> {
-        if self.file & 0o070 == 0 {
-            return Ok(());
-        }
-        let meta = file.metadata()?;
-        // SAFETY: geteuid cannot fail.
-        let mine = meta.uid() == unsafe { libc::geteuid() };
-        let mode = meta.mode() & 0o7777;
-        if mine && mode & self.file != self.file {
-            file.set_permissions(std::fs::Permissions::from_mode(mode | self.file))?;
-        }
-        Ok(())
-    }
-
-    /// Create `path` (mode `file`) if it is missing, so SQLite opens a file with our mode and
-    /// gives its `-wal` and `-shm` the same one.
-    pub(crate) fn precreate(self, path: &Path) -> Result<()> {
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(self.file)
-            .open(path)
-        {
-            Ok(f) => self
-                .widen(&f)
-                .map_err(|e| Error::io("setting the cache database's mode", Some(path.into()), e)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-            Err(e) => Err(Error::io(
-                "creating the cache database",
-                Some(path.into()),
-                e,
-            )),
-        }
-    }
-}
 
 pub(crate) struct ValueFiles {
     root: PathBuf,
@@ -245,10 +77,13 @@ impl ValueFiles {
         {
             Ok((&name[..2], &name[3..]))
         } else {
-            Err(Error::corrupt(format!(
-                "a row names the value file {name:?}, which is not a name this cache writes; \
-                 it was not opened (run check(fix=True) to drop such rows)"
-            )))
+            Err(Error::corrupt_fixed_by(
+                format!(
+                    "a row names the value file {name:?}, which is not a name this cache writes; \
+                 it was not opened"
+                ),
+                Repair::DropRows,
+            ))
         }
     }
 
@@ -338,18 +173,23 @@ impl ValueFiles {
             .metadata()
             .map_err(|e| Error::io("reading a value file", Some(self.path(name)), e))?;
         if !meta.is_file() {
-            return Err(Error::corrupt(format!(
-                "value file {name:?} is {}, not a regular file; it was not read (run \
-                 check(fix=True) to drop the entry)",
-                kind_of(&meta.file_type())
-            )));
+            return Err(Error::corrupt_fixed_by(
+                format!(
+                    "value file {name:?} is {}, not a regular file; it was not read",
+                    kind_of(&meta.file_type())
+                ),
+                Repair::DropEntry,
+            ));
         }
         let len = meta.len();
         if u64::try_from(expected).ok() != Some(len) {
-            return Err(Error::corrupt(format!(
-                "value file {name:?} is {len} bytes long, but its row says {expected}; it was \
-                 not read (run check(fix=True) to drop the entry)"
-            )));
+            return Err(Error::corrupt_fixed_by(
+                format!(
+                    "value file {name:?} is {len} bytes long, but its row says {expected}; it was \
+                 not read"
+                ),
+                Repair::DropEntry,
+            ));
         }
         Ok(Found::Yes(f))
     }
@@ -358,18 +198,24 @@ impl ValueFiles {
     fn open_error(&self, name: &str, e: io::Error) -> Error {
         match e.raw_os_error() {
             // O_NOFOLLOW on a symlink gives ELOOP; O_DIRECTORY on a non-directory, ENOTDIR.
-            Some(libc::ELOOP) | Some(libc::ENOTDIR) => Error::corrupt(format!(
-                "value file {name:?} or one of its directories (values/ or values/{}) was \
+            Some(libc::ELOOP) | Some(libc::ENOTDIR) => Error::corrupt_fixed_by(
+                format!(
+                    "value file {name:?} or one of its directories (values/ or values/{}) was \
                  replaced by a symbolic link or by something that is not a directory; nothing \
-                 was followed (run check(fix=True) to drop the entry)",
-                &name[..2.min(name.len())]
-            )),
+                 was followed",
+                    &name[..2.min(name.len())]
+                ),
+                Repair::DropEntry,
+            ),
             // open() of a socket, or of a device with no driver behind it.
             Some(libc::ENXIO) | Some(libc::EOPNOTSUPP) | Some(libc::ENODEV) => {
-                Error::corrupt(format!(
-                    "value file {name:?} is a socket or a device, not a regular file; it was \
-                     not read (run check(fix=True) to drop the entry)"
-                ))
+                Error::corrupt_fixed_by(
+                    format!(
+                        "value file {name:?} is a socket or a device, not a regular file; it was \
+                     not read"
+                    ),
+                    Repair::DropEntry,
+                )
             }
             _ => Error::io("opening a value file", Some(self.path(name)), e),
         }
@@ -438,15 +284,17 @@ impl ValueFiles {
             self.modes.widen(&f)?;
             Ok(f)
         });
-        fd.map_err(|e| {
-            let context = match e.raw_os_error() {
-                Some(libc::ELOOP | libc::ENOTDIR) => format!(
+        fd.map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP | libc::ENOTDIR) => Error::io_advised(
+                format!(
                     "creating a value file: values/ or values/{sub} is a symbolic link or not a \
-                     directory, and the cache never follows one; run check(fix=True) to remove it"
+                     directory, and the cache never follows one"
                 ),
-                _ => "creating a value file".to_owned(),
-            };
-            Error::io(context, Some(self.path(name)), e)
+                crate::error::IoAdvice::CheckRemoves,
+                Some(self.path(name)),
+                e,
+            ),
+            _ => Error::io("creating a value file", Some(self.path(name)), e),
         })
     }
 
@@ -685,28 +533,6 @@ impl Listed {
     }
 }
 
-/// "a FIFO", "a directory", ...: what a file type is, for messages.
-pub(crate) fn kind_of(t: &std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if t.is_symlink() {
-        "a symbolic link"
-    } else if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_file() {
-        "a regular file"
-    } else {
-        "an unknown kind of file"
-    }
-}
-
 /// Refuse a cache directory whose database files are symlinks or not regular files (D-035):
 /// SQLite follows links (it would create or write the target, wherever it is) and blocks
 /// forever reading a FIFO. Checked when a handle opens and whenever it opens a connection.
@@ -727,31 +553,13 @@ pub(crate) fn refuse_unsafe_db_files(db_path: &Path) -> Result<()> {
             }
         };
         if !meta.is_file() {
-            return Err(Error::NotACache(format!(
-                "{} is {}, not a regular file; diskcache_oxide never follows a link or opens \
-                 anything but a regular file among the cache's own files (SQLite would write \
-                 through a link, or block reading a FIFO). Nothing was opened: if the link is \
-                 yours, replace it with the file it points to; otherwise remove it (with a \
-                 damaged cache, move the whole directory aside) and open the cache again",
-                path.display(),
-                kind_of(&meta.file_type())
-            )));
+            return Err(Error::NotACache(crate::error::NotCache::DatabaseFile {
+                kind: kind_of(&meta.file_type()),
+                path,
+            }));
         }
     }
     Ok(())
-}
-
-/// Reserve exactly `len` more bytes, or fail with [`Error::NoMemory`] instead of aborting.
-pub(crate) fn reserve(data: &mut Vec<u8>, len: u64, name: &str) -> Result<()> {
-    usize::try_from(len)
-        .ok()
-        .and_then(|n| data.try_reserve_exact(n).ok())
-        .ok_or_else(|| {
-            Error::NoMemory(format!(
-                "reading the {len}-byte value file {name:?}: not enough memory; read it with \
-                 read=True to stream it instead"
-            ))
-        })
 }
 
 fn changed_error(name: &str) -> Error {
@@ -806,7 +614,7 @@ fn read_dir_fd(dir: &OwnedFd) -> io::Result<Vec<(OsString, u8)>> {
     unsafe { libc::rewinddir(stream) };
     let mut out = Vec::new();
     let result = loop {
-        crate::platform::clear_errno();
+        crate::os::platform::clear_errno();
         let entry = unsafe { libc::readdir(stream) };
         if entry.is_null() {
             let errno = io::Error::last_os_error();

@@ -6,9 +6,8 @@
 //! thread keeps its bells armed between waits, since closing an inotify descriptor takes
 //! milliseconds.
 
-use crate::cache::Cache;
-use crate::fork::fork_generation;
-use crate::platform::Watch;
+use crate::os::fork::fork_generation;
+use crate::os::platform::Watch;
 use crate::Result;
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -75,45 +74,42 @@ impl Bell {
     }
 }
 
-impl Cache {
-    /// Call `attempt` until it returns `Some` or `timeout` has passed, sleeping between tries
-    /// until some process writes to this cache. Returns `None` on timeout.
-    pub fn wait_for<T>(
-        &self,
-        timeout: Duration,
-        mut attempt: impl FnMut() -> Result<Option<T>>,
-    ) -> Result<Option<T>> {
-        let deadline = Instant::now() + timeout;
-        // Armed before the first check, so a write between the check and the sleep still rings.
-        let bell = Bell::take(self.directory());
-        let result = self.wait_with(deadline, bell.as_ref(), &mut attempt);
-        if let Some(bell) = bell {
-            bell.keep();
-        }
-        result
+/// Call `attempt` until it returns `Some` or `timeout` has passed, sleeping between tries
+/// until some process writes in `directory`. Returns `None` on timeout.
+pub(crate) fn wait_for<T>(
+    directory: &Path,
+    timeout: Duration,
+    mut attempt: impl FnMut() -> Result<Option<T>>,
+) -> Result<Option<T>> {
+    let deadline = Instant::now() + timeout;
+    // Armed before the first check, so a write between the check and the sleep still rings.
+    let bell = Bell::take(directory);
+    let result = wait_with(deadline, bell.as_ref(), &mut attempt);
+    if let Some(bell) = bell {
+        bell.keep();
     }
+    result
+}
 
-    fn wait_with<T>(
-        &self,
-        deadline: Instant,
-        bell: Option<&Bell>,
-        attempt: &mut impl FnMut() -> Result<Option<T>>,
-    ) -> Result<Option<T>> {
-        let mut pause = Duration::from_millis(1);
-        loop {
-            if let Some(v) = attempt()? {
-                return Ok(Some(v));
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Ok(None);
-            }
-            match bell.filter(|b| !b.watch.gone()) {
-                Some(b) => b.watch.wait(left),
-                None => {
-                    std::thread::sleep(pause.min(left));
-                    pause = (pause * 2).min(Duration::from_millis(50));
-                }
+fn wait_with<T>(
+    deadline: Instant,
+    bell: Option<&Bell>,
+    attempt: &mut impl FnMut() -> Result<Option<T>>,
+) -> Result<Option<T>> {
+    let mut pause = Duration::from_millis(1);
+    loop {
+        if let Some(v) = attempt()? {
+            return Ok(Some(v));
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        match bell.filter(|b| !b.watch.gone()) {
+            Some(b) => b.watch.wait(left),
+            None => {
+                std::thread::sleep(pause.min(left));
+                pause = (pause * 2).min(Duration::from_millis(50));
             }
         }
     }

@@ -4,15 +4,12 @@
 //! `<dir>/fanout.json` = `{"layout": "fanout", "shards": N, "format": 1}`. Opening a
 //! directory the wrong way raises [`Error::LayoutMismatch`] and changes nothing on disk.
 
+use crate::error::Mismatch;
 use crate::{Error, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// The marker file of a FanoutCache root.
-/// The database file inside a cache directory.
-pub const DB_NAME: &str = "cache.db";
-
-pub const FANOUT_MARKER: &str = "fanout.json";
+use crate::names::{DB_NAME, FANOUT_MARKER};
 /// The version of the marker's format.
 const MARKER_FORMAT: u64 = 1;
 
@@ -68,7 +65,7 @@ fn read_marker(path: &Path) -> std::io::Result<String> {
     if !meta.is_file() {
         return Err(invalid(format!(
             "it is {}, not a regular file",
-            crate::files::kind_of(&meta.file_type())
+            crate::basics::kind_of(&meta.file_type())
         )));
     }
     if meta.len() > MARKER_MAX {
@@ -90,13 +87,9 @@ pub fn fanout_shards(directory: impl AsRef<Path>) -> Result<Option<u64>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io("reading the FanoutCache marker", Some(path), e)),
     };
-    parse_marker(&text).map(Some).map_err(|why| {
-        Error::LayoutMismatch(format!(
-            "{} is not a valid FanoutCache marker: {why}; it was not written by \
-             diskcache_oxide, or was damaged",
-            path.display()
-        ))
-    })
+    parse_marker(&text)
+        .map(Some)
+        .map_err(|why| Error::LayoutMismatch(Mismatch::BadMarker { path, why }))
 }
 
 /// Refuse to open `directory` as a plain cache if it is a FanoutCache root. Writes nothing.
@@ -104,18 +97,10 @@ pub(crate) fn refuse_fanout_root(directory: &Path) -> Result<()> {
     if !directory.join(FANOUT_MARKER).exists() {
         return Ok(());
     }
-    let shards = match fanout_shards(directory) {
-        Ok(Some(n)) => format!(
-            "FanoutCache({:?}, shards={n})",
-            directory.display().to_string()
-        ),
-        _ => format!("FanoutCache({:?})", directory.display().to_string()),
-    };
-    Err(Error::LayoutMismatch(format!(
-        "{} is a FanoutCache root (it has {FANOUT_MARKER}), not a plain Cache; open it with \
-         {shards}, or open the Cache in a directory of its own",
-        directory.display()
-    )))
+    Err(Error::LayoutMismatch(Mismatch::FanoutRoot {
+        directory: directory.to_path_buf(),
+        shards: fanout_shards(directory).ok().flatten(),
+    }))
 }
 
 /// Claim `directory` as the root of a FanoutCache with `shards` shards.
@@ -131,12 +116,9 @@ pub fn claim_fanout(directory: impl AsRef<Path>, shards: u64) -> Result<()> {
     }
     let db = directory.join(DB_NAME);
     if db.exists() {
-        return Err(Error::LayoutMismatch(format!(
-            "{} holds a plain Cache (it has {DB_NAME}), not a FanoutCache; open it with \
-             Cache({:?}), or give the FanoutCache a directory of its own",
-            directory.display(),
-            directory.display().to_string()
-        )));
+        return Err(Error::LayoutMismatch(Mismatch::PlainCache {
+            directory: directory.to_path_buf(),
+        }));
     }
     if let Some(found) = fanout_shards(directory)? {
         return check_shards(directory, found, shards);
@@ -188,13 +170,11 @@ fn check_shards(directory: &Path, found: u64, asked: u64) -> Result<()> {
     if found == asked {
         return Ok(());
     }
-    Err(Error::LayoutMismatch(format!(
-        "the FanoutCache in {} was created with shards={found}, not shards={asked}; keys are \
-         spread over shards by count, so open it with FanoutCache({:?}, shards={found}), or \
-         use a new directory for {asked} shards",
-        directory.display(),
-        directory.display().to_string()
-    )))
+    Err(Error::LayoutMismatch(Mismatch::Shards {
+        directory: directory.to_path_buf(),
+        found,
+        asked,
+    }))
 }
 
 fn temp_path(directory: &Path) -> PathBuf {

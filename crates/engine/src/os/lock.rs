@@ -10,7 +10,7 @@
 //! fork) would keep the lock held for as long as it lives. So the owner unlocks explicitly, and
 //! a child never unlocks a guard it inherited, which would release its parent's lock (D-028).
 
-use crate::files::Modes;
+use crate::os::modes::Modes;
 use crate::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
@@ -28,7 +28,7 @@ pub(crate) struct DirLock {
 
 impl Drop for DirLock {
     fn drop(&mut self) {
-        if self.fork == crate::fork::fork_generation() {
+        if self.fork == crate::os::fork::fork_generation() {
             // SAFETY: a valid open descriptor.
             unsafe { libc::flock(self.file.as_raw_fd(), libc::LOCK_UN) };
         }
@@ -61,14 +61,11 @@ impl DirLock {
             .mode(modes.file)
             .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
             .open(&path);
-        let refuse = |what: &str| {
-            Error::NotACache(format!(
-                "the cache's lock file {} is {what}, not a regular file; diskcache_oxide never \
-                 follows a link or locks anything else there. Nothing was created or changed: \
-                 remove it (rm {:?}) and the cache makes a new one",
-                path.display(),
-                path.display().to_string()
-            ))
+        let refuse = |what: &'static str| {
+            Error::NotACache(crate::error::NotCache::LockFile {
+                path: path.clone(),
+                kind: what,
+            })
         };
         let file = match opened {
             Ok(f) => f,
@@ -85,7 +82,7 @@ impl DirLock {
             .metadata()
             .map_err(|e| Error::io("opening the cache's lock file", Some(path.clone()), e))?;
         if !meta.is_file() {
-            return Err(refuse(crate::files::kind_of(&meta.file_type())));
+            return Err(refuse(crate::basics::kind_of(&meta.file_type())));
         }
         modes
             .widen(&file)
@@ -97,7 +94,7 @@ impl DirLock {
             if unsafe { libc::flock(file.as_raw_fd(), kind | libc::LOCK_NB) } == 0 {
                 return Ok(DirLock {
                     file,
-                    fork: crate::fork::fork_generation(),
+                    fork: crate::os::fork::fork_generation(),
                 });
             }
             let err = std::io::Error::last_os_error();

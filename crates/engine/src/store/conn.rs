@@ -1,7 +1,7 @@
 //! Per-thread SQLite connections and the busy wait.
 
 use crate::error::SqlContext;
-use crate::fork::{reap_inherited, Parked};
+use crate::os::fork::{reap_inherited, Parked};
 use crate::settings::Settings;
 use crate::Result;
 use rusqlite::{ffi, Connection, OpenFlags};
@@ -69,7 +69,7 @@ fn busy_wait(attempt: i32) -> bool {
         return false;
     }
     // SQLite holds none of its mutexes while it waits here, so a fork need not wait for us.
-    crate::vfs::settle();
+    crate::os::vfs::settle();
     let _parked = Parked::new();
     if attempt < 4 {
         std::thread::yield_now();
@@ -94,7 +94,7 @@ pub(crate) fn open(path: &Path) -> Result<Connection> {
     // itself: nothing is allocated, so nothing has to outlive the connection.
     let frames = path
         .parent()
-        .and_then(crate::platform::file_system_space)
+        .and_then(crate::os::platform::file_system_space)
         .map_or(CHECKPOINT_FRAMES, |(total, _)| checkpoint_frames(total));
     // SAFETY: the hook is a plain function; its argument is an integer, never dereferenced.
     unsafe {
@@ -178,7 +178,7 @@ unsafe extern "C" fn after_commit(
     // frames (1,000 at the default size) are new.
     // SAFETY: the hook's connection is open; the WAL index's first region is mapped once the
     // connection has committed, and `nBackfill` follows the two 48-byte header copies.
-    let backfilled = unsafe { crate::recent::wal_index(db) }
+    let backfilled = unsafe { crate::store::recent::wal_index(db) }
         .map(|region| unsafe { std::ptr::read_volatile(region.add(96).cast::<u32>()) });
     if let Some(done) = backfilled {
         if (frames as u32).saturating_sub(done) < checkpoint_frames as u32 {
@@ -202,13 +202,13 @@ unsafe fn checkpoint(db: *mut ffi::sqlite3, name: *const c_char, mode: c_int) ->
 
 /// Our VFS (D-029), registered on first use.
 fn vfs() -> Result<&'static std::ffi::CStr> {
-    crate::vfs::register().map_err(|rc| {
+    crate::os::vfs::register().map_err(|rc| {
         crate::error::sql_error(
             "registering the cache's SQLite VFS",
             rusqlite::Error::SqliteFailure(ffi::Error::new(rc), None),
         )
     })?;
-    Ok(crate::vfs::NAME)
+    Ok(crate::os::vfs::NAME)
 }
 
 /// The WAL file beside a database (`<db>-wal`).

@@ -1,41 +1,11 @@
 //! Values as the engine stores them: a kind, a payload, and a CRC32C of the payload.
 
-use crate::value::{self, Value};
+use crate::format::value::{self, Value};
 use crate::{Error, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// The `kind` column: how the payload bytes are to be read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(i64)]
-pub enum Kind {
-    Int = 1,
-    Float = 2,
-    Str = 3,
-    Bytes = 4,
-    /// The safe format (CBOR), see [`crate::value`].
-    Encoded = 5,
-    /// A pickle; written only with `pickle=True`, read only with `pickle=True`.
-    Pickled = 6,
-}
-
-impl Kind {
-    pub(crate) fn from_i64(k: i64) -> Result<Kind> {
-        Ok(match k {
-            1 => Kind::Int,
-            2 => Kind::Float,
-            3 => Kind::Str,
-            4 => Kind::Bytes,
-            5 => Kind::Encoded,
-            6 => Kind::Pickled,
-            other => {
-                return Err(Error::corrupt(format!(
-                    "unknown value kind {other} in a row"
-                )))
-            }
-        })
-    }
-}
+pub use super::kind::Kind;
 
 /// A value handed to the engine for writing. Borrowed, so large payloads are never copied.
 #[derive(Debug, Clone, Copy)]
@@ -138,7 +108,7 @@ impl ValueHandle {
         use std::os::unix::fs::FileExt;
         let name = self.path.display().to_string();
         let mut data = Vec::new();
-        crate::files::reserve(&mut data, self.size, &name)?;
+        crate::basics::reserve(&mut data, self.size, &name)?;
         data.resize(self.size as usize, 0);
         self.file
             .read_exact_at(&mut data, 0)
@@ -173,7 +143,11 @@ impl StoredValue {
             StoredValue::Encoded(b) => {
                 value::decode(&b).map_err(|e| Error::corrupt(e.to_string()))?
             }
-            StoredValue::Pickled(_) => return Err(Error::Unsafe(unsafe_message().into())),
+            StoredValue::Pickled(_) => {
+                return Err(Error::Unsafe {
+                    what: crate::error::Pickled::Value,
+                })
+            }
             StoredValue::File(h) => Value::Bytes(h.read_all()?),
             StoredValue::Deferred(f) => {
                 return Err(Error::invalid(format!(
@@ -183,12 +157,6 @@ impl StoredValue {
             }
         })
     }
-}
-
-pub fn unsafe_message() -> &'static str {
-    "this value is a pickle and the cache was opened with pickle=False, so it was not unpickled \
-     (unpickling runs code chosen by whoever wrote it, CVE-2025-69872); open the cache with \
-     pickle=True only if you trust every writer of this directory"
 }
 
 /// One entry as returned by a read: the value plus the metadata python-diskcache can return beside it.

@@ -7,7 +7,7 @@
 //! child closes every inherited connection before it opens one of its own, and the fork
 //! handlers make sure none is half-way through a SQLite call that could not be closed cleanly.
 
-use crate::spin::SpinLocked;
+use crate::os::spin::SpinLocked;
 use crate::Result;
 use rusqlite::{ffi, Connection};
 use std::cell::Cell;
@@ -50,7 +50,7 @@ struct Entry {
 fn install() {
     AT_FORK.call_once(|| {
         // The handlers touch only atomics, this module's spin lock and SQLite's mutexes.
-        crate::platform::at_fork(before_fork, after_fork, after_fork_in_child);
+        crate::os::platform::at_fork(before_fork, after_fork, after_fork_in_child);
     });
 }
 
@@ -71,7 +71,7 @@ extern "C" fn before_fork() {
             unsafe { ffi::sqlite3_mutex_enter(m) };
         }
     }
-    crate::vfs::before_fork();
+    crate::os::vfs::before_fork();
 }
 
 fn release_after_fork() {
@@ -87,7 +87,7 @@ fn release_after_fork() {
 }
 
 extern "C" fn after_fork() {
-    crate::vfs::after_fork_in_parent();
+    crate::os::vfs::after_fork_in_parent();
     release_after_fork();
 }
 
@@ -95,7 +95,7 @@ extern "C" fn after_fork_in_child() {
     FORKS.fetch_add(1, Ordering::SeqCst);
     // Only this thread exists in the child; the others' sections are gone with them.
     ACTIVE.store(DEPTH.with(|d| (d.get() > 0) as usize), Ordering::SeqCst);
-    crate::vfs::after_fork_in_child();
+    crate::os::vfs::after_fork_in_child();
     release_after_fork();
 }
 
@@ -132,7 +132,7 @@ impl Drop for Active {
             d.set(d.get() - 1);
             if d.get() == 0 {
                 // Before leaving the section: a fork must not copy a release held back.
-                crate::vfs::settle();
+                crate::os::vfs::settle();
                 ACTIVE.fetch_sub(1, Ordering::SeqCst);
             }
         });
@@ -283,7 +283,7 @@ pub(crate) fn reap_inherited(deadline: Option<Instant>) -> Result<()> {
             }
             drop(guard);
             // Closing our descriptor dropped every lock this process held on the file.
-            crate::vfs::kernel_dropped_locks(&group[0].0);
+            crate::os::vfs::kernel_dropped_locks(&group[0].0);
         }
         REAPED.store(fork, Ordering::Release);
         Ok(())

@@ -88,7 +88,7 @@ impl Reserve {
         // SAFETY: fd is open.
         unsafe { libc::fchmod(fd, mode as libc::mode_t) };
         // The blocks are really taken, so the space is there to give back later.
-        let taken = crate::platform::preallocate(fd, size);
+        let taken = crate::os::platform::preallocate(fd, size);
         // SAFETY: fd is ours.
         unsafe { libc::close(fd) };
         if !taken {
@@ -99,7 +99,7 @@ impl Reserve {
     }
 
     fn space(&self) -> Option<(u64, u64)> {
-        crate::platform::file_system_space(self.path.parent()?)
+        crate::os::platform::file_system_space(self.path.parent()?)
     }
 
     /// The reserve's length on this file system: [`Reserve::BYTES`], or an eighth of a

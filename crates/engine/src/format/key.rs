@@ -1,6 +1,6 @@
 //! Keys and tags as they are stored in the `key` and `tag` columns.
 
-use crate::value::{self, Value};
+use crate::format::value::{self, Value};
 use crate::{Error, Result};
 
 /// A value SQLite stores natively: what a tag can be, and what most keys are.
@@ -51,11 +51,9 @@ impl Key {
             Key::Encoded(b) => {
                 value::decode(b).map_err(|e| Error::corrupt(format!("stored key: {e}")))
             }
-            Key::Pickled(_) => Err(Error::Unsafe(
-                "this key is a pickle and the handle was opened with pickle=False; \
-                 open it with pickle=True if you trust every writer of this directory"
-                    .into(),
-            )),
+            Key::Pickled(_) => Err(Error::Unsafe {
+                what: crate::error::Pickled::Key,
+            }),
         }
     }
 

@@ -3,7 +3,7 @@
 //! Every commit appends to the WAL file, so an inotify watch on the cache directory that
 //! listens for changes to `cache.db-wal` rings whenever any process writes.
 
-use crate::layout::DB_NAME;
+use crate::names::DB_NAME;
 use std::cell::Cell;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;

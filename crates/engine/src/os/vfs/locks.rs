@@ -16,7 +16,7 @@
 //! Everything is guarded by one spin lock, which the fork handlers hold across `fork()`; in a
 //! child the kernel holds none of the parent's locks, so the record of what is held is cleared.
 
-use crate::spin::SpinLocked;
+use crate::os::spin::SpinLocked;
 use rusqlite::ffi;
 use std::cell::Cell;
 use std::ffi::{c_int, CStr, CString};

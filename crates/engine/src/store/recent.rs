@@ -6,9 +6,9 @@
 //! changed since, and the cached entry is the current one. Any difference clears the cache.
 //! Inside a transaction, and for values kept in files, reads always go to SQLite.
 
-use crate::key::Side;
-use crate::key::{Key, Scalar};
-use crate::stored::{Entry, StoredValue};
+use crate::format::key::Side;
+use crate::format::key::{Key, Scalar};
+use crate::format::stored::{Entry, StoredValue};
 use rusqlite::{ffi, Connection};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
