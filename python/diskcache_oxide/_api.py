@@ -173,8 +173,10 @@ CALLS: tuple[Call, ...] = (
     Call("transact",      _written("the block just runs, with nothing to lock")),
     Call("memoize",       _written("the decorated function runs on every call (its "
                                    "``__cache_key__`` gives the keys `Cache.memoize` would use)")),
-    Call("get_or_compute", Miss("fn(*args, **kwargs)", "calls ``fn`` every time: nothing is "
-                                "stored and no claim is taken"),
+    Call("get_or_compute", Miss("_computed(fn, args, kwargs, outcome, pass_claim)",
+                                "calls ``fn`` every time (``claim=None`` with ``pass_claim``; "
+                                "``Outcome.COMPUTED`` with ``outcome``): nothing is stored and "
+                                "no claim is taken"),
                                           None,               ROUTED),
     Call("__len__",       ZERO,           ZERO,               None,          "length", "len"),
     Call("__iter__",      NO_ITEMS),
@@ -224,7 +226,23 @@ def _waited(timeout: float | None, result: Any) -> Any:
     return result
 
 
-_HELPERS: dict[str, Any] = {"_shaped": shaped, "_plus": _plus, "_waited": _waited}
+def _computed(
+    fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], outcome: Any, pass_claim: Any
+) -> Any:
+    value = fn(*args, claim=None, **kwargs) if pass_claim else fn(*args, **kwargs)
+    if outcome:
+        from ._payonce import Outcome  # _payonce builds on core, which builds on this module
+
+        return value, Outcome.COMPUTED
+    return value
+
+
+_HELPERS: dict[str, Any] = {
+    "_shaped": shaped,
+    "_plus": _plus,
+    "_waited": _waited,
+    "_computed": _computed,
+}
 
 
 # ----- generating a face's members -----------------------------------------------------------
@@ -462,6 +480,7 @@ def faces_stub() -> str:
         "from collections.abc import Callable, Iterable, Iterator, Mapping",
         "from typing import Any, Literal, TypeVar",
         "",
+        "from ._payonce import Outcome",
         "from .core import Constant",
         "",
         "R = TypeVar('R')",

@@ -7,6 +7,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal, TypeVar
 
+from ._payonce import Outcome
 from .core import Constant
 
 R = TypeVar('R')
@@ -67,7 +68,7 @@ class NullCacheCalls:
         ...
     def drop_tag_index(self) -> None:
         ...
-    def get_or_compute(self, key: Any, fn: Callable[..., R], /, *args: Any, lease: float=60.0, timeout: float | None=None, expire: float | None=None, tag: str | int | float | bytes | None=None, namespace: str='default', if_computing: Literal['wait', 'skip']='wait', **kwargs: Any) -> R | Constant:
+    def get_or_compute(self, key: Any, fn: Callable[..., R], /, *args: Any, lease: float=60.0, timeout: float | None=None, expire: float | None=None, tag: str | int | float | bytes | None=None, namespace: str='default', if_computing: Literal['wait', 'skip']='wait', outcome: bool=False, pass_claim: bool=False, **kwargs: Any) -> R | Constant | tuple[R | Constant, Outcome]:
         ...
     def __len__(self) -> int:
         ...
@@ -116,7 +117,7 @@ class FanoutCacheCalls:
         ...
     def delete(self, key: Any, retry: bool=False) -> bool:
         ...
-    def get_or_compute(self, key: Any, fn: Callable[..., R], /, *args: Any, lease: float=60.0, timeout: float | None=None, expire: float | None=None, tag: str | int | float | bytes | None=None, namespace: str='default', if_computing: Literal['wait', 'skip']='wait', **kwargs: Any) -> R | Constant:
+    def get_or_compute(self, key: Any, fn: Callable[..., R], /, *args: Any, lease: float=60.0, timeout: float | None=None, expire: float | None=None, tag: str | int | float | bytes | None=None, namespace: str='default', if_computing: Literal['wait', 'skip']='wait', outcome: bool=False, pass_claim: bool=False, **kwargs: Any) -> R | Constant | tuple[R | Constant, Outcome]:
         ...
 
 

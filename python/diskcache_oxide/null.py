@@ -10,14 +10,13 @@ the items must be kept (docs/state-isnt-cache.md).
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 from collections.abc import Callable, Collection, Iterator
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, cast
 
 from ._api import CALLS, leads, null_face
 from ._docs import mirror_docs
-from .core import DEFAULT_SETTINGS, ENOVAL, Cache, Memoized, args_to_key, full_name
+from .core import DEFAULT_SETTINGS, ENOVAL, Cache, Memoized, keyed
 
 if TYPE_CHECKING:  # the generated members' types (_api.faces_stub)
     from ._faces import NullCacheCalls as _Calls
@@ -125,21 +124,7 @@ class NullCache(_Calls):
     ) -> Callable[[Callable[P, R]], Memoized[P, R]]:
         if callable(name):
             raise TypeError("name cannot be callable")
-
-        def decorator(func: Callable[P, R]) -> Memoized[P, R]:
-            base = (full_name(func),) if name is None else (name,)
-
-            def cache_key(*args: P.args, **kwargs: P.kwargs) -> tuple[Any, ...]:
-                return args_to_key(base, args, kwargs, typed, ignore)
-
-            @functools.wraps(func)
-            def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-                return func(*args, **kwargs)
-
-            wrapper.__cache_key__ = cache_key  # type: ignore[attr-defined]
-            return cast(Memoized[P, R], wrapper)
-
-        return decorator
+        return cast(Callable[[Callable[P, R]], Memoized[P, R]], keyed(name, typed, ignore, None))
 
     def __enter__(self: _N) -> _N:
         return self
