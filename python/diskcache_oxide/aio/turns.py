@@ -16,7 +16,7 @@ import contextlib
 import functools
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
-from typing import Any, Generic, Literal, Protocol, cast, overload
+from typing import Any, Generic, Literal, Protocol, cast
 
 from .. import _payonce as core
 from ..claims import LEASE, Claim, Claims, Outcome, _if_computing, _lease, _timeout, stable_name
@@ -170,42 +170,6 @@ class _Driver:
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await beat
-
-
-@overload
-async def aget_or_compute(
-    cache: Cache | AsyncCache,
-    key: Any,
-    fn: Callable[..., Any],
-    /,
-    *args: Any,
-    lease: float = ...,
-    timeout: float | None = ...,
-    expire: float | None = ...,
-    tag: _Tag = ...,
-    namespace: str = ...,
-    if_computing: Literal["wait", "skip"] = ...,
-    outcome: Literal[False] = ...,
-    pass_claim: bool = ...,
-    **kwargs: Any,
-) -> Any: ...
-@overload
-async def aget_or_compute(
-    cache: Cache | AsyncCache,
-    key: Any,
-    fn: Callable[..., Any],
-    /,
-    *args: Any,
-    lease: float = ...,
-    timeout: float | None = ...,
-    expire: float | None = ...,
-    tag: _Tag = ...,
-    namespace: str = ...,
-    if_computing: Literal["wait", "skip"] = ...,
-    outcome: Literal[True],
-    pass_claim: bool = ...,
-    **kwargs: Any,
-) -> tuple[Any, Outcome]: ...
 
 
 async def aget_or_compute(
