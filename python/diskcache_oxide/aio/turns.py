@@ -112,7 +112,7 @@ class _Driver:
         self._call = call
         self._compute = compute
         self._pass_claim = pass_claim
-        self._claimed = False
+        self._at_risk = False
 
     async def perform(self, op: str, arg: Any) -> Any:
         if op is core.COMPUTE:
@@ -122,8 +122,10 @@ class _Driver:
         if op is core.RELEASE:
             return await asyncio.shield(self._run(core.storage, self._call, op, arg))
         result = await self._run(core.storage, self._call, op, arg)
-        if op is core.ACQUIRE and result is not None:
-            self._claimed = True
+        if op is core.ACQUIRE:
+            self._at_risk = result is not None  # from here until the value is stored
+        elif op is core.STORE:
+            self._at_risk = False
         return result
 
     async def _turn(self) -> Any:
@@ -138,7 +140,7 @@ class _Driver:
         try:
             return await core.adrive(core.turn(self._call.key), self.perform)
         except asyncio.CancelledError:
-            if self._claimed:
+            if self._at_risk:
                 _log.warning(
                     "a turn computing %r was cancelled before it stored its value (its event "
                     "loop ended?); the work is lost. Run the app inside `async with "
