@@ -33,7 +33,7 @@ from typing import Any, Generic, Literal, NamedTuple, ParamSpec, Protocol, TypeV
 
 from . import _payonce as core
 from ._directory_claims import DirectoryClaims
-from ._payonce import COMPUTING, HEARTBEAT_FRACTION, ClaimBackend, ClaimRegistry, Outcome
+from ._payonce import HEARTBEAT_FRACTION, ClaimBackend, ClaimRegistry
 from ._seconds import LEASE as _LEASE_RULE
 from ._seconds import TIMEOUT as _TIMEOUT_RULE
 from ._seconds import seconds
@@ -64,6 +64,13 @@ _log = logging.getLogger("diskcache_oxide")
 
 #: The default lease, in seconds: renewed by the heartbeat while the value is computed.
 LEASE = 60.0
+
+#: What ``get_or_compute(..., if_computing="skip")`` returns when another caller holds the
+#: claim: the value is being computed elsewhere, and this caller did not wait for it.
+COMPUTING = core.COMPUTING
+
+#: What a pay-once call did (``outcome=True``): CACHED, COMPUTED, WAITED or SKIPPED.
+Outcome = core.Outcome
 
 
 class ClaimTimeout(CacheError, TimeoutError):
