@@ -16,6 +16,7 @@ from .claims import (
     ClaimInfo,
     Claims,
     ClaimTimeout,
+    Outcome,
     compute_once,
     get_or_compute,
 )
@@ -86,6 +87,7 @@ __all__ = [
     "Lock",
     "MigrationReport",
     "NotACacheError",
+    "Outcome",
     "NullCache",
     "RLock",
     "ReadOnlyError",

@@ -34,7 +34,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from ._payonce import Outcome
 
 __all__ = ["CALLS", "FACES", "Body", "Call", "Face", "Miss", "shaped"]
 
@@ -122,9 +125,21 @@ def waited_none(timeout: float | None) -> list[Any]:
     return []
 
 
-def computed(fn: Callable[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
-    """``fn(*args, **kwargs)``: nothing stored, no claim taken."""
-    return fn(*args, **kwargs)
+def computed(
+    fn: Callable[..., R],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    outcome: bool,
+    pass_claim: bool,
+) -> R | tuple[R, Outcome]:
+    """``fn(*args, **kwargs)``: nothing stored, no claim taken (``claim=None`` with
+    ``pass_claim``; with ``outcome``, in a pair with ``Outcome.COMPUTED``)."""
+    value = fn(*args, claim=None, **kwargs) if pass_claim else fn(*args, **kwargs)
+    if outcome:
+        from ._payonce import Outcome  # _payonce builds on core, which builds on this module
+
+        return value, Outcome.COMPUTED
+    return value
 
 
 @dataclass(frozen=True)
@@ -274,8 +289,9 @@ CALLS: tuple[Call, ...] = (
     Call("transact",      _written("the block just runs, with nothing to lock")),
     Call("memoize",       _written("the decorated function runs on every call (its "
                                    "``__cache_key__`` gives the keys `Cache.memoize` would use)")),
-    Call("get_or_compute", Miss("calls ``fn`` every time: nothing is stored and no claim is "
-                                "taken", make=computed),
+    Call("get_or_compute", Miss("calls ``fn`` every time (``claim=None`` with ``pass_claim``; "
+                                "``Outcome.COMPUTED`` with ``outcome``): nothing is stored and "
+                                "no claim is taken", make=computed),
                                           None,               ROUTED),
     Call("__len__",       ZERO,           ZERO,               None,          "length", "len"),
     Call("__iter__",      NO_ITEMS),

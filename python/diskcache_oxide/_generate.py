@@ -46,6 +46,7 @@ _TYPE_NAMES = {
     "warnings": "import warnings",
     "Cache": "from ..core import Cache",
     "Constant": "from ..core import Constant",
+    "Outcome": "from .._payonce import Outcome",
     "R": "from ..core import R",
     "_Tag": "from .._core import _Tag",
     "_Side": "from .._core import _Side",

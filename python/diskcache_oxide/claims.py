@@ -27,23 +27,34 @@ import secrets
 import socket
 import sys
 import threading
-import time
 from collections.abc import Callable, Collection
 from types import TracebackType
-from typing import Any, Generic, Literal, NamedTuple, ParamSpec, Protocol, TypeVar, cast
+from typing import Any, Generic, Literal, NamedTuple, ParamSpec, Protocol, TypeVar, cast, overload
 
-from .core import ENOVAL, Cache, Constant, args_to_key
+from . import _payonce as core
+from ._directory_claims import DirectoryClaims
+from ._payonce import HEARTBEAT_FRACTION, ClaimBackend, ClaimRegistry
+from ._seconds import LEASE as _LEASE_RULE
+from ._seconds import TIMEOUT as _TIMEOUT_RULE
+from ._seconds import seconds
+from .core import ENOVAL, Cache, Constant, keyed
 from .errors import CacheError
 
 __all__ = [
     "COMPUTING",
+    "HEARTBEAT_FRACTION",
+    "LEASE",
     "Claim",
+    "ClaimBackend",
     "ClaimInfo",
+    "ClaimRegistry",
     "ClaimTimeout",
     "Claims",
     "ComputeOnce",
+    "Outcome",
     "compute_once",
     "get_or_compute",
+    "stable_name",
 ]
 
 P = ParamSpec("P")
@@ -51,18 +62,15 @@ R = TypeVar("R")
 
 _log = logging.getLogger("diskcache_oxide")
 
-#: What ``get_or_compute(..., if_computing="skip")`` returns when another caller holds the
-#: claim: the value is being computed elsewhere, and this caller did not wait for it.
-COMPUTING = Constant("COMPUTING")
-
 #: The default lease, in seconds: renewed by the heartbeat while the value is computed.
 LEASE = 60.0
 
-#: The heartbeat renews a claim after this fraction of its lease has passed.
-HEARTBEAT_FRACTION = 1 / 3
+#: What ``get_or_compute(..., if_computing="skip")`` returns when another caller holds the
+#: claim: the value is being computed elsewhere, and this caller did not wait for it.
+COMPUTING = core.COMPUTING
 
-#: Where there is no directory watch, waiters look again at least this often (seconds).
-_WAIT_SLICE = 1.0
+#: What a pay-once call did (``outcome=True``): CACHED, COMPUTED, WAITED or SKIPPED.
+Outcome = core.Outcome
 
 
 class ClaimTimeout(CacheError, TimeoutError):
@@ -88,21 +96,11 @@ class ClaimInfo(NamedTuple):
 
 
 def _lease(value: object, name: str = "lease") -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
-    lease = float(value)
-    if not lease > 0 or lease == float("inf"):
-        raise ValueError(f"{name} must be a finite number of seconds > 0, not {value!r}")
-    return lease
+    return seconds(value, name, _LEASE_RULE)  # type: ignore[return-value]
 
 
 def _timeout(value: object, name: str = "timeout") -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
-    seconds = float(value)
-    if not seconds >= 0:
-        raise ValueError(f"{name} must be a number of seconds >= 0, not {value!r}")
-    return seconds
+    return seconds(value, name, _TIMEOUT_RULE)  # type: ignore[return-value]
 
 
 _IF_COMPUTING = ("wait", "skip")
@@ -112,6 +110,15 @@ def _if_computing(value: object) -> Literal["wait", "skip"]:
     if value not in _IF_COMPUTING:
         raise ValueError(f"if_computing must be 'wait' or 'skip', not {value!r}")
     return cast(Literal["wait", "skip"], value)
+
+
+def backend_of(cache: Cache) -> ClaimRegistry:
+    """The storage of ``cache``'s claims and values (:class:`ClaimBackend`): the cache
+    directory's, through its one adapter (``_directory_claims``). A second backend adds its
+    own here."""
+    if not isinstance(cache, Cache):
+        raise TypeError(f"cache must be a Cache, not {type(cache).__name__}")
+    return DirectoryClaims(cache)
 
 
 # ---- claims ---------------------------------------------------------------------------------
@@ -134,17 +141,22 @@ class Claims:
     """
 
     def __init__(self, cache: Cache, namespace: str = "default") -> None:
-        if not isinstance(cache, Cache):
-            raise TypeError(f"cache must be a Cache, not {type(cache).__name__}")
+        backend = backend_of(cache)
         if not isinstance(namespace, str):
             raise TypeError(f"namespace must be a str, not {type(namespace).__name__}")
         self._cache = cache
+        self._backend = backend
         self._namespace = namespace
 
     @property
     def cache(self) -> Cache:
         """The cache whose directory holds the claims."""
         return self._cache
+
+    @property
+    def backend(self) -> ClaimRegistry:
+        """Where the claims are stored: the storage primitives (:class:`ClaimBackend`)."""
+        return self._backend
 
     @property
     def namespace(self) -> str:
@@ -160,7 +172,7 @@ class Claims:
         lease ran out counts as free); None if it is held. Never waits."""
         seconds = _lease(lease)
         token = secrets.token_hex(16)
-        taken = self._cache._claims.acquire(
+        taken = self._backend.try_acquire(
             self._namespace, key, seconds, token, socket.gethostname(), os.getpid()
         )
         return Claim(self, key, token, seconds) if taken else None
@@ -170,17 +182,12 @@ class Claims:
         while someone else holds it; None if it could not be taken. The wait sleeps until the
         holder releases the claim or its lease runs out (polling only where the platform has
         no directory watch)."""
-        seconds = _lease(lease)
+        call = core.Call(self, key, _lease(lease))
         limit = _timeout(timeout)
-        deadline = time.monotonic() + limit
-        while True:
-            claim = self.try_acquire(key, seconds)
-            if claim is not None:
-                return claim
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            self._cache._claims.wait(self._namespace, key, min(remaining, _WAIT_SLICE), False)
+        return cast(
+            "Claim | None",
+            core.drive(core.acquire(limit), functools.partial(core.storage, call)),
+        )
 
     def hold(self, key: Any, lease: float = LEASE, *, timeout: float = 0.0) -> Claim:
         """Like :meth:`acquire`, but raises :class:`ClaimTimeout` instead of returning None;
@@ -195,19 +202,18 @@ class Claims:
 
     def holder(self, key: Any) -> ClaimInfo | None:
         """Who holds the claim on ``key``; None if nobody does (or its lease ran out)."""
-        found = self._cache._claims.holder(self._namespace, key)
+        found = self._backend.holder(self._namespace, key)
         return None if found is None else ClaimInfo(*found)
 
     def release(self, key: Any, token: str) -> bool:
         """Release the claim on ``key`` if ``token`` owns it; False if it does not (never
         did, already released, or the lease ran out and another may have taken it)."""
-        return self._cache._claims.release(self._namespace, key, token)
+        return self._backend.release(self._namespace, key, token)
 
     def extend(self, key: Any, token: str, lease: float = LEASE) -> bool:
         """Make the claim on ``key`` run out ``lease`` seconds from now if ``token`` owns it
         and its lease has not run out; False otherwise."""
-        seconds = _lease(lease)
-        return self._cache._claims.extend(self._namespace, key, token, seconds) is not None
+        return self._backend.extend(self._namespace, key, token, _lease(lease))
 
     def owns(self, key: Any, token: str) -> bool:
         """True if ``token`` holds the live claim on ``key``."""
@@ -217,11 +223,11 @@ class Claims:
     def break_claim(self, key: Any) -> bool:
         """Remove the claim on ``key`` whoever holds it (an operator's tool); False if there
         was none."""
-        return self._cache._claims.break_claim(self._namespace, key)
+        return self._backend.break_claim(self._namespace, key)
 
     def list(self) -> list[tuple[Any, ClaimInfo]]:
         """The live claims of this namespace, as ``(key, ClaimInfo)`` pairs."""
-        return [(row[1], ClaimInfo(*row[2:])) for row in self._cache._claims.list(self._namespace)]
+        return [(key, ClaimInfo(*info)) for key, info in self._backend.claims(self._namespace)]
 
 
 class Claim:
@@ -279,40 +285,28 @@ class Claim:
             _log.warning("claim on %r was lost before its release (its lease ran out)", self.key)
 
 
-# ---- compute-once ---------------------------------------------------------------------------
-
-
-def _release_after_turn(claim: Claim) -> None:
-    if not claim.release():
-        _log.warning(
-            "claim on %r ran out while its value was computed (the heartbeat could not renew "
-            "it in time); another caller may have computed it too",
-            claim.key,
-        )
+# ---- compute-once: the synchronous driver of _payonce ------------------------------------------
 
 
 class _Heartbeat:
-    """Renews ``claim`` every ``HEARTBEAT_FRACTION`` of its lease, in a daemon thread, until
-    the block ends: a holder that dies stops renewing, so its claim runs out one lease later."""
+    """The protocol's heartbeat (:func:`_payonce.heartbeat`) for ``claim``, in a daemon
+    thread, from the start of the block to its end."""
 
-    def __init__(self, claim: Claim) -> None:
+    def __init__(self, call: core.Call, claim: Claim) -> None:
+        self._call = call
         self._claim = claim
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._beat, name="diskcache-oxide-heartbeat", daemon=True
         )
 
+    def _perform(self, op: str, arg: Any) -> Any:
+        if op is core.SLEEP:
+            return not self._stop.wait(arg)
+        return core.storage(self._call, op, arg)
+
     def _beat(self) -> None:
-        interval = self._claim.lease * HEARTBEAT_FRACTION
-        while not self._stop.wait(interval):
-            try:
-                if not self._claim.extend():
-                    _log.warning(
-                        "the claim on %r was lost; stopping its heartbeat", self._claim.key
-                    )
-                    return
-            except Exception as error:  # a locked or full disk: try again next beat
-                _log.warning("could not renew the claim on %r: %s", self._claim.key, error)
+        core.drive(core.heartbeat(self._claim), self._perform)
 
     def __enter__(self) -> _Heartbeat:
         self._thread.start()
@@ -334,6 +328,88 @@ def _sync_callable(fn: object) -> Callable[..., Any]:
     return fn
 
 
+def _computed(result: object) -> object:
+    if inspect.isawaitable(result):
+        close = getattr(result, "close", None)
+        if close is not None:
+            close()
+        raise TypeError(
+            "fn returned an awaitable; await AsyncCache.get_or_compute (or "
+            "aget_or_compute) for a function that returns a coroutine"
+        )
+    return result
+
+
+@overload
+def get_or_compute(
+    cache: Cache,
+    key: Any,
+    fn: Callable[..., R],
+    /,
+    *args: Any,
+    lease: float = ...,
+    timeout: float | None = ...,
+    expire: float | None = ...,
+    tag: str | int | float | bytes | None = ...,
+    namespace: str = ...,
+    if_computing: Literal["wait"] = ...,
+    outcome: Literal[False] = ...,
+    pass_claim: bool = ...,
+    **kwargs: Any,
+) -> R: ...
+@overload
+def get_or_compute(
+    cache: Cache,
+    key: Any,
+    fn: Callable[..., R],
+    /,
+    *args: Any,
+    lease: float = ...,
+    timeout: float | None = ...,
+    expire: float | None = ...,
+    tag: str | int | float | bytes | None = ...,
+    namespace: str = ...,
+    if_computing: Literal["skip"],
+    outcome: Literal[False] = ...,
+    pass_claim: bool = ...,
+    **kwargs: Any,
+) -> R | Constant: ...
+@overload
+def get_or_compute(
+    cache: Cache,
+    key: Any,
+    fn: Callable[..., R],
+    /,
+    *args: Any,
+    lease: float = ...,
+    timeout: float | None = ...,
+    expire: float | None = ...,
+    tag: str | int | float | bytes | None = ...,
+    namespace: str = ...,
+    if_computing: Literal["wait"] = ...,
+    outcome: Literal[True],
+    pass_claim: bool = ...,
+    **kwargs: Any,
+) -> tuple[R, Outcome]: ...
+@overload
+def get_or_compute(
+    cache: Cache,
+    key: Any,
+    fn: Callable[..., R],
+    /,
+    *args: Any,
+    lease: float = ...,
+    timeout: float | None = ...,
+    expire: float | None = ...,
+    tag: str | int | float | bytes | None = ...,
+    namespace: str = ...,
+    if_computing: Literal["skip"],
+    outcome: Literal[True],
+    pass_claim: bool = ...,
+    **kwargs: Any,
+) -> tuple[R | Constant, Outcome]: ...
+
+
 def get_or_compute(
     cache: Cache,
     key: Any,
@@ -346,8 +422,10 @@ def get_or_compute(
     tag: str | int | float | bytes | None = None,
     namespace: str = "default",
     if_computing: Literal["wait", "skip"] = "wait",
+    outcome: bool = False,
+    pass_claim: bool = False,
     **kwargs: Any,
-) -> R:
+) -> Any:
     """The value of ``key``, computed by ``fn(*args, **kwargs)`` once across threads, loops
     and processes.
 
@@ -367,49 +445,39 @@ def get_or_compute(
     :param if_computing: ``'skip'``: if another caller holds the claim, return
         :data:`COMPUTING` at once instead of waiting (a worker that leaves the key to the
         caller already computing it)
+    :param outcome: return ``(value, Outcome)`` instead of the value: whether this call
+        found the value cached (:attr:`Outcome.CACHED`), computed it
+        (:attr:`Outcome.COMPUTED`), waited for another caller's (:attr:`Outcome.WAITED`), or
+        skipped (:attr:`Outcome.SKIPPED`, with :data:`COMPUTING`)
+    :param pass_claim: call ``fn(*args, claim=..., **kwargs)`` with the :class:`Claim` this
+        call computes under (its ``token``, ``extend()``, ``held()``)
     :raises ClaimTimeout: if ``timeout`` passed without a value
 
     ``args`` and ``kwargs`` go to ``fn``; a keyword named like one of these options is taken
     as the option, so pass ``functools.partial(fn, expire=...)`` for such an argument.
     """
     compute = _sync_callable(fn)
-    seconds = _lease(lease)
+    lease = _lease(lease)
     limit = None if timeout is None else _timeout(timeout)
-    mode = _if_computing(if_computing)
+    skip = if_computing != "wait" and _if_computing(if_computing) == "skip"
     claims = Claims(cache, namespace)
-    deadline = None if limit is None else time.monotonic() + limit
-    while True:
-        value = cache.get(key, default=ENOVAL, retry=True)
-        if value is not ENOVAL:
-            return cast(R, value)
-        claim = claims.try_acquire(key, seconds)
-        if claim is not None:
-            try:
-                # The previous holder may have stored the value and released between our
-                # get and our claim.
-                value = cache.get(key, default=ENOVAL, retry=True)
-                if value is not ENOVAL:
-                    return cast(R, value)
-                with _Heartbeat(claim):
-                    result = compute(*args, **kwargs)
-                if inspect.isawaitable(result):
-                    close = getattr(result, "close", None)
-                    if close is not None:
-                        close()
-                    raise TypeError(
-                        "fn returned an awaitable; await AsyncCache.get_or_compute (or "
-                        "aget_or_compute) for a function that returns a coroutine"
-                    )
-                cache.set(key, result, expire=expire, tag=tag, retry=True)
-                return cast(R, result)
-            finally:
-                _release_after_turn(claim)
-        if mode == "skip":
-            return cast(R, COMPUTING)
-        remaining = _WAIT_SLICE if deadline is None else deadline - time.monotonic()
-        if remaining <= 0:
-            raise ClaimTimeout(f"no value for {key!r} appeared within {limit} s")
-        cache._claims.wait(namespace, key, min(remaining, _WAIT_SLICE))
+    value = claims.backend.get(key)  # the protocol's first read: a hit ends here
+    if value is not ENOVAL:
+        return (value, Outcome.CACHED) if outcome else value
+    call = core.Call(claims, key, lease, expire, tag)
+
+    def perform(op: str, arg: Any) -> Any:
+        if op is core.COMPUTE:
+            with _Heartbeat(call, arg):
+                if pass_claim:
+                    return _computed(compute(*args, claim=arg, **kwargs))
+                return _computed(compute(*args, **kwargs))
+        if op is core.TURN:
+            return core.drive(core.turn(key), perform)
+        return core.storage(call, op, arg)
+
+    got = core.drive(core.get_or_compute(key, limit, skip), perform)
+    return got if outcome else got[0]
 
 
 def stable_name(func: Callable[..., Any]) -> str:
@@ -453,35 +521,36 @@ def compute_once(
     name: str | None = None,
     typed: bool = False,
     ignore: Collection[int | str] = (),
+    pass_claim: bool = False,
 ) -> Callable[[Callable[P, R]], ComputeOnce[P, R]]:
     """Decorator: like :meth:`Cache.memoize`, but each result is computed once across
     threads, loops and processes, through :func:`get_or_compute`.
 
     Keys are :meth:`Cache.memoize`'s, with the function named by :func:`stable_name`, so a
     worker that runs the module as ``python -m`` and a server that imports it share them;
-    ``name=`` sets the name instead.
+    ``name=`` sets the name instead. With ``pass_claim=True`` the function is called with
+    ``claim=`` the :class:`Claim` it computes under (not part of the key).
     """
     seconds = _lease(lease)
 
-    def decorator(func: Callable[P, R]) -> ComputeOnce[P, R]:
-        base = (stable_name(func),) if name is None else (name,)
+    def once(
+        func: Callable[..., Any],
+        key: tuple[Any, ...],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        return get_or_compute(
+            cache,
+            key,
+            functools.partial(func, *args, **kwargs),
+            lease=seconds,
+            timeout=timeout,
+            expire=expire,
+            tag=tag,
+            pass_claim=pass_claim,
+        )
 
-        def cache_key(*args: P.args, **kwargs: P.kwargs) -> tuple[Any, ...]:
-            return args_to_key(base, args, kwargs, typed, ignore)
-
-        @functools.wraps(func)
-        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            return get_or_compute(
-                cache,
-                cache_key(*args, **kwargs),
-                functools.partial(func, *args, **kwargs),
-                lease=seconds,
-                timeout=timeout,
-                expire=expire,
-                tag=tag,
-            )
-
-        wrapper.__cache_key__ = cache_key  # type: ignore[attr-defined]
-        return cast(ComputeOnce[P, R], wrapper)
-
-    return decorator
+    return cast(
+        Callable[[Callable[P, R]], ComputeOnce[P, R]],
+        keyed(name, typed, ignore, once, stable_name),
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import logging
 import os
 import os.path
@@ -31,6 +32,8 @@ from typing import (
 )
 
 if TYPE_CHECKING:  # only for annotations: the package has no run-time dependencies
+    from ._payonce import Outcome
+
     if sys.version_info >= (3, 11):
         from typing import Self
     else:
@@ -38,6 +41,7 @@ if TYPE_CHECKING:  # only for annotations: the package has no run-time dependenc
 
 from . import _core
 from ._faces.durable import DurableCacheCalls
+from ._seconds import ANY, Rule, seconds
 
 # python-diskcache's diskcache.core defines both of check()'s warning classes: they stay
 # importable from here (the binding picks a problem's class, see _core._check).
@@ -119,6 +123,10 @@ _DISK_UNSUPPORTED = (
 )
 
 
+#: ``memoize(expire=)``: None or any number (0 or less: results are only looked up).
+_EXPIRE = Rule(None, False, none=True)
+
+
 def full_name(func: Callable[..., Any]) -> str:
     """The ``module.qualname`` of ``func``."""
     return f"{func.__module__}.{func.__qualname__}"
@@ -163,6 +171,53 @@ class Memoized(Protocol, Generic[P, R]):
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
 
     def __cache_key__(self, *args: P.args, **kwargs: P.kwargs) -> tuple[Any, ...]: ...
+
+
+def keyed(
+    name: str | None,
+    typed: bool,
+    ignore: Collection[int | str],
+    call: Callable[[Callable[..., Any], tuple[Any, ...], tuple[Any, ...], dict[str, Any]], Any]
+    | None,
+    namer: Callable[[Callable[..., Any]], str] = full_name,
+) -> Callable[[Callable[..., Any]], Any]:
+    """The body of every keyed decorator (``memoize``, ``NullCache.memoize``,
+    ``compute_once``, ``acompute_once``): a decorator whose wrapper keys each call as
+    :func:`args_to_key` does, under ``name`` (default: ``namer(func)``), and returns
+    ``call(func, key, args, kwargs)``: awaited if ``call`` is a coroutine function, so the
+    wrapper is one too. With ``call=None`` the wrapper only calls ``func`` (a cache that stores
+    nothing). The wrapper has ``__cache_key__(*args, **kwargs)`` and ``func``'s name and
+    docstring (``functools.wraps``)."""
+
+    def decorator(func: Callable[..., Any]) -> Any:
+        base = (namer(func),) if name is None else (name,)
+
+        def cache_key(*args: Any, **kwargs: Any) -> tuple[Any, ...]:
+            return args_to_key(base, args, kwargs, typed, ignore)
+
+        wrapper: Callable[..., Any]
+        if call is None:
+
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                return func(*args, **kwargs)
+
+        elif inspect.iscoroutinefunction(call):
+
+            async def wrapper(*args: Any, **kwargs: Any) -> Any:
+                return await call(
+                    func, args_to_key(base, args, kwargs, typed, ignore), args, kwargs
+                )
+
+        else:
+
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                return call(func, args_to_key(base, args, kwargs, typed, ignore), args, kwargs)
+
+        functools.update_wrapper(wrapper, func)
+        wrapper.__cache_key__ = cache_key  # type: ignore[union-attr]
+        return wrapper
+
+    return decorator
 
 
 def _reopen(
@@ -242,11 +297,9 @@ class Cache(_core.CacheCore):
                 raise ValueError("read_only=True needs the directory of an existing cache")
             directory = tempfile.mkdtemp(prefix="diskcache-oxide-")
         path = os.path.expandvars(os.path.expanduser(str(directory)))
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-            raise TypeError(f"timeout must be a number of seconds, not {type(timeout).__name__}")
         self._open(
             path,
-            float(timeout),
+            seconds(timeout, "timeout", ANY),
             bool(pickle),
             on_decode_error,
             settings,
@@ -359,6 +412,8 @@ class Cache(_core.CacheCore):
         tag: str | int | float | bytes | None = ...,
         namespace: str = ...,
         if_computing: Literal["wait"] = ...,
+        outcome: Literal[False] = ...,
+        pass_claim: bool = ...,
         **kwargs: Any,
     ) -> R: ...
 
@@ -375,8 +430,64 @@ class Cache(_core.CacheCore):
         tag: str | int | float | bytes | None = ...,
         namespace: str = ...,
         if_computing: Literal["skip"],
+        outcome: Literal[False] = ...,
+        pass_claim: bool = ...,
         **kwargs: Any,
     ) -> R | Constant: ...
+
+    @overload
+    def get_or_compute(
+        self,
+        key: Any,
+        fn: Callable[..., R],
+        /,
+        *args: Any,
+        lease: float = ...,
+        timeout: float | None = ...,
+        expire: float | None = ...,
+        tag: str | int | float | bytes | None = ...,
+        namespace: str = ...,
+        if_computing: Literal["wait"] = ...,
+        outcome: Literal[True],
+        pass_claim: bool = ...,
+        **kwargs: Any,
+    ) -> tuple[R, Outcome]: ...
+
+    @overload
+    def get_or_compute(
+        self,
+        key: Any,
+        fn: Callable[..., R],
+        /,
+        *args: Any,
+        lease: float = ...,
+        timeout: float | None = ...,
+        expire: float | None = ...,
+        tag: str | int | float | bytes | None = ...,
+        namespace: str = ...,
+        if_computing: Literal["skip"],
+        outcome: Literal[True],
+        pass_claim: bool = ...,
+        **kwargs: Any,
+    ) -> tuple[R | Constant, Outcome]: ...
+
+    @overload
+    def get_or_compute(
+        self,
+        key: Any,
+        fn: Callable[..., R],
+        /,
+        *args: Any,
+        lease: float = ...,
+        timeout: float | None = ...,
+        expire: float | None = ...,
+        tag: str | int | float | bytes | None = ...,
+        namespace: str = ...,
+        if_computing: Literal["wait", "skip"] = ...,
+        outcome: bool = ...,
+        pass_claim: bool = ...,
+        **kwargs: Any,
+    ) -> R | Constant | tuple[R | Constant, Outcome]: ...
 
     def get_or_compute(
         self,
@@ -390,8 +501,10 @@ class Cache(_core.CacheCore):
         tag: str | int | float | bytes | None = None,
         namespace: str = "default",
         if_computing: Literal["wait", "skip"] = "wait",
+        outcome: bool = False,
+        pass_claim: bool = False,
         **kwargs: Any,
-    ) -> R | Constant:
+    ) -> R | Constant | tuple[R | Constant, Outcome]:
         """The value of ``key``, computed by ``fn(*args, **kwargs)`` once across threads,
         loops and processes: :func:`diskcache_oxide.get_or_compute` on this cache.
 
@@ -404,10 +517,14 @@ class Cache(_core.CacheCore):
         :param namespace: the claims' namespace
         :param if_computing: ``'skip'`` returns :data:`~diskcache_oxide.COMPUTING` at once
             when another caller is computing the value, instead of waiting for it
+        :param outcome: return ``(value, Outcome)``: whether the value was cached, computed
+            by this call, or waited for (or skipped)
+        :param pass_claim: call ``fn(*args, claim=..., **kwargs)`` with the
+            :class:`~diskcache_oxide.Claim` it computes under
         """
         from .claims import get_or_compute  # claims.py builds on this module
 
-        return get_or_compute(
+        return get_or_compute(  # type: ignore[no-any-return, call-overload]
             self,
             key,
             fn,
@@ -418,6 +535,8 @@ class Cache(_core.CacheCore):
             tag=tag,
             namespace=namespace,
             if_computing=if_computing,
+            outcome=outcome,
+            pass_claim=pass_claim,
             **kwargs,
         )
 
@@ -434,30 +553,22 @@ def memoize_on(
     ``get``/``set`` (a Cache or a FanoutCache)."""
     if callable(name):
         raise TypeError("name cannot be callable")
-    if expire is not None and (isinstance(expire, bool) or not isinstance(expire, (int, float))):
-        raise TypeError(f"expire must be None or a number of seconds, not {type(expire).__name__}")
+    seconds(expire, "expire", _EXPIRE)
 
-    def decorator(func: Callable[P, R]) -> Memoized[P, R]:
-        base = (full_name(func),) if name is None else (name,)
+    def memoized(
+        func: Callable[..., Any],
+        key: tuple[Any, ...],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        result = cache.get(key, default=ENOVAL, retry=True)
+        if result is ENOVAL:
+            result = func(*args, **kwargs)
+            if expire is None or expire > 0:
+                cache.set(key, result, expire, tag=tag, retry=True)
+        return result
 
-        def cache_key(*args: P.args, **kwargs: P.kwargs) -> tuple[Any, ...]:
-            return args_to_key(base, args, kwargs, typed, ignore)
-
-        @functools.wraps(func)
-        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            key = memoized.__cache_key__(*args, **kwargs)
-            result = cache.get(key, default=ENOVAL, retry=True)
-            if result is ENOVAL:
-                result = func(*args, **kwargs)
-                if expire is None or expire > 0:
-                    cache.set(key, result, expire, tag=tag, retry=True)
-            return cast(R, result)
-
-        wrapper.__cache_key__ = cache_key  # type: ignore[attr-defined]
-        memoized = cast(Memoized[P, R], wrapper)
-        return memoized
-
-    return decorator
+    return cast(Callable[[Callable[P, R]], Memoized[P, R]], keyed(name, typed, ignore, memoized))
 
 
 # ----- durable handles (D-020) ---------------------------------------------------------------

@@ -14,12 +14,12 @@ arguments of its own calls and reports what a take could not decode.
 from __future__ import annotations
 
 import logging
-import math
 import os
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal, NamedTuple
 
 from . import _core
+from ._seconds import NONNEGATIVE, seconds
 from .core import Cache
 
 __all__ = ["Job", "JobCounts", "JobInfo", "JobQueue", "JobState", "Swept"]
@@ -58,12 +58,7 @@ def _type_name(value: object) -> str:
 
 
 def _seconds(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number of seconds, not {_type_name(value)}")
-    seconds = float(value)
-    if not math.isfinite(seconds) or seconds < 0:
-        raise ValueError(f"{name} must be a finite number of seconds >= 0, not {value!r}")
-    return seconds
+    return seconds(value, name, NONNEGATIVE)  # type: ignore[return-value]
 
 
 def _timeout(value: object) -> float | None:

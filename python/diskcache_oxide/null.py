@@ -10,7 +10,6 @@ the items must be kept (docs/state-isnt-cache.md).
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 from collections.abc import Callable, Collection, Iterator
 from typing import Any, Literal, ParamSpec, TypeVar, cast
@@ -18,7 +17,7 @@ from typing import Any, Literal, ParamSpec, TypeVar, cast
 from ._api import CALLS, leads
 from ._docs import mirror_docs
 from ._faces.null import NullCacheCalls
-from .core import DEFAULT_SETTINGS, ENOVAL, Cache, Memoized, args_to_key, full_name
+from .core import DEFAULT_SETTINGS, ENOVAL, Cache, Memoized, keyed
 
 __all__ = ["NullCache"]
 
@@ -121,21 +120,7 @@ class NullCache(NullCacheCalls):
     ) -> Callable[[Callable[P, R]], Memoized[P, R]]:
         if callable(name):
             raise TypeError("name cannot be callable")
-
-        def decorator(func: Callable[P, R]) -> Memoized[P, R]:
-            base = (full_name(func),) if name is None else (name,)
-
-            def cache_key(*args: P.args, **kwargs: P.kwargs) -> tuple[Any, ...]:
-                return args_to_key(base, args, kwargs, typed, ignore)
-
-            @functools.wraps(func)
-            def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-                return func(*args, **kwargs)
-
-            wrapper.__cache_key__ = cache_key  # type: ignore[attr-defined]
-            return cast(Memoized[P, R], wrapper)
-
-        return decorator
+        return cast(Callable[[Callable[P, R]], Memoized[P, R]], keyed(name, typed, ignore, None))
 
     def __enter__(self: _N) -> _N:
         return self

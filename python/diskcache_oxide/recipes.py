@@ -29,7 +29,8 @@ import time
 from collections.abc import Callable, Collection
 from typing import Any, ParamSpec, TypeVar, cast
 
-from .core import ENOVAL, Cache, Memoized, args_to_key, full_name
+from ._seconds import Rule, seconds
+from .core import ENOVAL, Cache, Memoized, full_name, keyed
 from .fanout import FanoutCache
 
 __all__ = [
@@ -104,12 +105,12 @@ def _spin(attempt: Callable[[], bool], blocking: bool, timeout: float | None) ->
         wait = min(wait * 2, _MAX_WAIT)
 
 
+#: A lock's ``expire=``: None or a number > 0; a value that is not a number is a ValueError too.
+_EXPIRE = Rule("> 0", False, none=True, wrong_type=ValueError)
+
+
 def _check_expire(expire: float | None) -> float | None:
-    if expire is None:
-        return None
-    if isinstance(expire, bool) or not isinstance(expire, (int, float)) or not expire > 0:
-        raise ValueError(f"expire must be a positive number of seconds or None, not {expire!r}")
-    return float(expire)
+    return seconds(expire, "expire", _EXPIRE)
 
 
 def _not_held(kind: str, key: Any, holder: Any, expire: float | None) -> RuntimeError:
@@ -470,42 +471,38 @@ def memoize_stampede(
     if callable(name):
         raise TypeError("name cannot be callable")
 
-    def decorator(func: Callable[P, R]) -> Memoized[P, R]:
-        base = (full_name(func),) if name is None else (name,)
+    def timed(
+        func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[Any, float]:
+        start = time.time()
+        result = func(*args, **kwargs)
+        return result, time.time() - start
 
-        def timed(*args: P.args, **kwargs: P.kwargs) -> tuple[R, float]:
-            start = time.time()
-            result = func(*args, **kwargs)
-            return result, time.time() - start
+    def early(
+        func: Callable[..., Any],
+        key: tuple[Any, ...],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        pair, expire_time = cache.get(key, default=ENOVAL, expire_time=True, retry=True)
+        if pair is ENOVAL:
+            result, delta = timed(func, args, kwargs)
+            cache.set(key, (result, delta), expire=expire, tag=tag, retry=True)
+            return result
+        result, delta = pair
+        if expire_time is None:
+            return result
+        ttl = expire_time - time.time()
+        if -delta * beta * math.log(random.random()) < ttl:
+            return result
+        # Recompute early, once: the first caller to add the marker starts the thread.
+        if cache.add((_RECOMPUTING, key), None, expire=max(delta, 0.001), retry=True):
 
-        def cache_key(*args: P.args, **kwargs: P.kwargs) -> tuple[Any, ...]:
-            return args_to_key(base, args, kwargs, typed, ignore)
+            def recompute() -> None:
+                fresh = timed(func, args, kwargs)
+                cache.set(key, fresh, expire=expire, tag=tag, retry=True)
 
-        @functools.wraps(func)
-        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            key = cache_key(*args, **kwargs)
-            pair, expire_time = cache.get(key, default=ENOVAL, expire_time=True, retry=True)
-            if pair is ENOVAL:
-                result, delta = timed(*args, **kwargs)
-                cache.set(key, (result, delta), expire=expire, tag=tag, retry=True)
-                return result
-            result, delta = pair
-            if expire_time is None:
-                return cast(R, result)
-            ttl = expire_time - time.time()
-            if -delta * beta * math.log(random.random()) < ttl:
-                return cast(R, result)
-            # Recompute early, once: the first caller to add the marker starts the thread.
-            if cache.add((_RECOMPUTING, key), None, expire=max(delta, 0.001), retry=True):
+            threading.Thread(target=recompute, daemon=True).start()
+        return result
 
-                def recompute() -> None:
-                    fresh = timed(*args, **kwargs)
-                    cache.set(key, fresh, expire=expire, tag=tag, retry=True)
-
-                threading.Thread(target=recompute, daemon=True).start()
-            return cast(R, result)
-
-        wrapper.__cache_key__ = cache_key  # type: ignore[attr-defined]
-        return cast(Memoized[P, R], wrapper)
-
-    return decorator
+    return cast(Callable[[Callable[P, R]], Memoized[P, R]], keyed(name, typed, ignore, early))

@@ -17,19 +17,18 @@ it (the worker).
 
 While a paid step runs, the library's heartbeat renews its claim, so the claim's lease
 (``READER_CLAIM_LEASE``) only bounds how long a crashed holder blocks an article, however
-long the step takes. The places where the API still makes us work around it are marked
-``LIBRARY GAP``.
+long the step takes. Both lanes ask ``get_or_compute`` for its ``outcome`` (cached, computed
+here, waited for, skipped) and have it hand the paid step its claim (``pass_claim``), whose
+token goes into the ledger.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from diskcache_oxide import COMPUTING, ClaimInfo, Claims
+from diskcache_oxide import Claim, ClaimInfo, Claims, Outcome
 from diskcache_oxide.aio import AsyncCache
 
 from . import paid
@@ -53,12 +52,6 @@ def cached(store: Store, article_id: int) -> dict[str, Any] | None:
     return value
 
 
-def holder(store: Store, article_id: int) -> ClaimInfo | None:
-    """Who is paying for the article right now (None if nobody is): compute-once's claim
-    lives in ``Claims(cache)`` under the value's key."""
-    return Claims(store.cache).holder(key(article_id))
-
-
 def holders(store: Store) -> dict[int, ClaimInfo]:
     """The articles being paid for right now, and who holds each one's claim."""
     found: dict[int, ClaimInfo] = {}
@@ -68,15 +61,15 @@ def holders(store: Store) -> dict[int, ClaimInfo]:
     return found
 
 
-def _pay(store: Store, article: Article, lane: str, paid_here: threading.Event) -> dict[str, Any]:
-    """The paid step, run by whichever caller won the claim (in a thread)."""
-    paid_here.set()
-    # LIBRARY GAP: get_or_compute does not hand fn its claim, so we look the claim up to
-    # record its token in the ledger (the meter tells a running turn from a lost one by it).
-    # While fn runs, the live claim on the key is ours: the heartbeat keeps it.
-    info = holder(store, article.id)
-    token = info.token if info is not None and info.pid == os.getpid() else None
-    return paid.paid_turn(store, article, lane, token)
+def _pay(store: Store, article: Article, lane: str, *, claim: Claim) -> dict[str, Any]:
+    """The paid step, run by whichever caller won the claim (in a thread); the ledger records
+    the claim's token, by which the meter tells a running turn from a lost one."""
+    return paid.paid_turn(store, article, lane, claim.token)
+
+
+#: How each lane names what ``get_or_compute`` did.
+_DIRECT = {Outcome.CACHED: "cache", Outcome.COMPUTED: "paid", Outcome.WAITED: "waited"}
+_WORKER = {Outcome.CACHED: "cached", Outcome.COMPUTED: "paid", Outcome.WAITED: "cached"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,24 +100,19 @@ async def open_article(store: Store, acache: AsyncCache, article: Article) -> Op
     started, runs in a shielded task that the library keeps alive until it has stored its
     result.
     """
-    value: dict[str, Any] | None = await acache.get(key(article.id), retry=True)
-    if value is not None:
-        return Opened(value, "cache")
-    # LIBRARY GAP (minor): get_or_compute does not say whether this caller computed the
-    # value or waited for another's; _pay sets this event when it runs here.
-    paid_here = threading.Event()
     settings = store.settings
-    computed: dict[str, Any] = await acache.get_or_compute(
+    value, outcome = await acache.get_or_compute(
         key(article.id),
         _pay,
         store,
         article,
         "direct",
-        paid_here,
         lease=settings.claim_lease,
         timeout=settings.wait_timeout,
+        outcome=True,
+        pass_claim=True,
     )
-    return Opened(computed, "paid" if paid_here.is_set() else "waited")
+    return Opened(value, _DIRECT[outcome])
 
 
 def worker_article(store: Store, article: Article) -> tuple[str, float]:
@@ -132,25 +120,21 @@ def worker_article(store: Store, article: Article) -> tuple[str, float]:
     or by the time the claim was ours), ``("paid", 0)`` after paying for it, or
     ``("deferred", seconds)`` if another caller is paying for it right now: the worker does
     not wait for it, and gives the job back for that long."""
-    if cached(store, article.id) is not None:
-        return "cached", 0.0
-    paid_here = threading.Event()
     settings = store.settings
-    # LIBRARY GAP (typing): get_or_compute is typed to return fn's result even with
-    # if_computing="skip", where it may return COMPUTING; hence `object` here.
-    value: object = store.cache.get_or_compute(
+    _value, outcome = store.cache.get_or_compute(
         key(article.id),
         _pay,
         store,
         article,
         "worker",
-        paid_here,
         lease=settings.claim_lease,
         if_computing="skip",
+        outcome=True,
+        pass_claim=True,
     )
-    if value is COMPUTING:
+    if outcome is Outcome.SKIPPED:
         # Given back rather than finished: if that caller's turn fails or its process dies,
         # the tap is still honoured. One claim lease from now, the article is cached, still
         # being paid for (deferred again), or free because its holder died (paid then).
         return "deferred", settings.claim_lease
-    return ("paid" if paid_here.is_set() else "cached"), 0.0
+    return _WORKER[outcome], 0.0

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from typing import Any, Literal
 
     from .._core import _Tag
+    from .._payonce import Outcome
     from ..core import Cache, Constant, R
 
 __all__ = ["FanoutCacheCalls"]
@@ -203,8 +204,10 @@ class FanoutCacheCalls:
         tag: str | int | float | bytes | None = None,
         namespace: str = "default",
         if_computing: Literal["wait", "skip"] = "wait",
+        outcome: bool = False,
+        pass_claim: bool = False,
         **kwargs: Any,
-    ) -> R | Constant:
+    ) -> R | Constant | tuple[R | Constant, Outcome]:
         """`Cache.get_or_compute` on the shard that holds ``key``.
 
         The value of ``key``, computed by ``fn(*args, **kwargs)`` once across threads,
@@ -219,6 +222,10 @@ class FanoutCacheCalls:
         :param namespace: the claims' namespace
         :param if_computing: ``'skip'`` returns :data:`~diskcache_oxide.COMPUTING` at once
             when another caller is computing the value, instead of waiting for it
+        :param outcome: return ``(value, Outcome)``: whether the value was cached, computed
+            by this call, or waited for (or skipped)
+        :param pass_claim: call ``fn(*args, claim=..., **kwargs)`` with the
+            :class:`~diskcache_oxide.Claim` it computes under
         """
         return self._shard(key).get_or_compute(
             key,
@@ -230,5 +237,7 @@ class FanoutCacheCalls:
             tag=tag,
             namespace=namespace,
             if_computing=if_computing,
+            outcome=outcome,
+            pass_claim=pass_claim,
             **kwargs,
         )

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from typing import Any, Literal
 
     from .._core import _Side, _Tag
+    from .._payonce import Outcome
     from ..core import Constant, R
 
 __all__ = ["NullCacheCalls"]
@@ -302,9 +303,12 @@ class NullCacheCalls:
         tag: str | int | float | bytes | None = None,
         namespace: str = "default",
         if_computing: Literal["wait", "skip"] = "wait",
+        outcome: bool = False,
+        pass_claim: bool = False,
         **kwargs: Any,
-    ) -> R | Constant:
-        """Like `Cache.get_or_compute`, but nothing is stored: calls ``fn`` every time: nothing is
+    ) -> R | Constant | tuple[R | Constant, Outcome]:
+        """Like `Cache.get_or_compute`, but nothing is stored: calls ``fn`` every time
+        (``claim=None`` with ``pass_claim``; ``Outcome.COMPUTED`` with ``outcome``): nothing is
         stored and no claim is taken.
 
         The value of ``key``, computed by ``fn(*args, **kwargs)`` once across threads,
@@ -319,8 +323,12 @@ class NullCacheCalls:
         :param namespace: the claims' namespace
         :param if_computing: ``'skip'`` returns :data:`~diskcache_oxide.COMPUTING` at once
             when another caller is computing the value, instead of waiting for it
+        :param outcome: return ``(value, Outcome)``: whether the value was cached, computed
+            by this call, or waited for (or skipped)
+        :param pass_claim: call ``fn(*args, claim=..., **kwargs)`` with the
+            :class:`~diskcache_oxide.Claim` it computes under
         """
-        return computed(fn, args, kwargs)
+        return computed(fn, args, kwargs, outcome, pass_claim)
 
     def __len__(self, /) -> int:
         """Like `Cache.__len__`, but nothing is stored: returns 0.

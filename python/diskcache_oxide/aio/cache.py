@@ -199,12 +199,16 @@ class AsyncCache(AsyncCacheCalls):
         tag: _Tag = None,
         namespace: str = "default",
         if_computing: Literal["wait", "skip"] = "wait",
+        outcome: bool = False,
+        pass_claim: bool = False,
         **kwargs: Any,
     ) -> Any:
         """:func:`aget_or_compute` on this cache: the value of ``key``, computed by
         ``fn(*args, **kwargs)`` once across loops, threads and processes; ``fn`` may be a
         coroutine function or a plain function (run in the executor). The options are
-        :meth:`Cache.get_or_compute`'s."""
+        :meth:`Cache.get_or_compute`'s: ``outcome=True`` returns ``(value, Outcome)``, and
+        ``pass_claim=True`` hands ``fn`` its claim as ``claim=`` (an :class:`AsyncClaim` for
+        a coroutine function, a :class:`~diskcache_oxide.Claim` for a plain one)."""
         from .turns import aget_or_compute  # turns.py builds on this module
 
         return await aget_or_compute(
@@ -218,6 +222,8 @@ class AsyncCache(AsyncCacheCalls):
             tag=tag,
             namespace=namespace,
             if_computing=if_computing,
+            outcome=outcome,
+            pass_claim=pass_claim,
             **kwargs,
         )
 

@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from types import TracebackType
 from typing import Any
 
+from .. import _payonce as core
 from .._docs import mirror_docs
-from ..claims import (
-    _WAIT_SLICE,
-    LEASE,
-    Claim,
-    ClaimInfo,
-    Claims,
-    ClaimTimeout,
-    _lease,
-    _timeout,
-)
+from ..claims import LEASE, Claim, ClaimInfo, Claims, ClaimTimeout, _lease, _timeout
 from ..core import Cache
 from ._run import _log, _taking
 from .cache import AsyncCache
@@ -55,23 +46,16 @@ class AsyncClaims:
     async def acquire(
         self, key: Any, lease: float = LEASE, *, timeout: float = 0.0
     ) -> AsyncClaim | None:
-        seconds = _lease(lease)
-        deadline = time.monotonic() + _timeout(timeout)
-        claims = self._claims
-        while True:
-            claim = await self.try_acquire(key, seconds)
-            if claim is not None:
-                return claim
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            await self._acache._run(
-                claims.cache._claims.wait,
-                claims.namespace,
-                key,
-                min(remaining, _WAIT_SLICE),
-                False,
-            )
+        call = core.Call(self._claims, key, _lease(lease))
+        limit = _timeout(timeout)
+
+        async def perform(op: str, arg: Any) -> Any:
+            if op is core.ACQUIRE:
+                return await self.try_acquire(key, call.lease)
+            return await self._acache._run(core.storage, call, op, arg)
+
+        claim: AsyncClaim | None = await core.adrive(core.acquire(limit), perform)
+        return claim
 
     async def hold(self, key: Any, lease: float = LEASE, *, timeout: float = 0.0) -> AsyncClaim:
         claim = await self.acquire(key, lease, timeout=timeout)

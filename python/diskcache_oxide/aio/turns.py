@@ -15,33 +15,18 @@ import asyncio
 import contextlib
 import functools
 import inspect
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from typing import Any, Generic, Literal, Protocol, cast
 
-from ..claims import (
-    _WAIT_SLICE,
-    COMPUTING,
-    HEARTBEAT_FRACTION,
-    LEASE,
-    Claim,
-    Claims,
-    ClaimTimeout,
-    _if_computing,
-    _lease,
-    _release_after_turn,
-    _timeout,
-    stable_name,
-)
-from ..core import ENOVAL, Cache, args_to_key
+from .. import _payonce as core
+from ..claims import LEASE, Claim, Claims, Outcome, _if_computing, _lease, _timeout, stable_name
+from ..core import ENOVAL, Cache, keyed
 from ._run import P, R, _log, _Tag
 from .cache import AsyncCache
 
 #: Strong references to the running turns, so a turn whose callers were all cancelled is not
 #: garbage-collected mid-way (the event loop only keeps weak references to tasks).
 _shielded: set[asyncio.Task[Any]] = set()
-
-_NOT_CLAIMED: Any = object()
 
 
 def pending_turns() -> int:
@@ -85,60 +70,108 @@ async def turns_lifespan(app: Any = None, *, timeout: float | None = None) -> As
         yield
 
 
-class _AsyncHeartbeat:
-    """Renews ``claim`` every ``HEARTBEAT_FRACTION`` of its lease, in a task, while the turn
-    computes; a holder that dies stops renewing, so its claim runs out one lease later."""
-
-    def __init__(self, claim: Claim, run: Callable[..., Awaitable[Any]]) -> None:
-        self._claim = claim
-        self._run = run
-        self._task: asyncio.Task[None] | None = None
-
-    async def _beat(self) -> None:
-        interval = self._claim.lease * HEARTBEAT_FRACTION
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                if not await self._run(self._claim.extend):
-                    _log.warning(
-                        "the claim on %r was lost; stopping its heartbeat", self._claim.key
-                    )
-                    return
-            except Exception as error:  # a locked or full disk: try again next beat
-                _log.warning("could not renew the claim on %r: %s", self._claim.key, error)
-
-    async def __aenter__(self) -> _AsyncHeartbeat:
-        self._task = asyncio.get_running_loop().create_task(self._beat())
-        return self
-
-    async def __aexit__(self, *exception: object) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+# ---- the asyncio driver of _payonce -----------------------------------------------------------
 
 
 def _computation(
     fn: object, args: tuple[Any, ...], kwargs: dict[str, Any], run: Callable[..., Awaitable[Any]]
-) -> Callable[[], Awaitable[Any]]:
-    """``fn(*args, **kwargs)`` as something to await: a coroutine function is awaited on the
-    loop, a plain function runs in the executor (and if it returns an awaitable, that is
-    awaited too)."""
+) -> Callable[..., Awaitable[Any]]:
+    """``fn(*args, **kwargs)`` as something to await (given the claim if ``claim=`` is passed
+    to it): a coroutine function is awaited on the loop, a plain function runs in the
+    executor (and if it returns an awaitable, that is awaited too)."""
     if not callable(fn):
         raise TypeError(
             f"fn must be a function or coroutine function that computes the value, not "
             f"{type(fn).__name__}"
         )
     if inspect.iscoroutinefunction(fn):
-        return lambda: cast(Awaitable[Any], fn(*args, **kwargs))
+        return lambda **claim: cast(Awaitable[Any], fn(*args, **claim, **kwargs))
 
-    async def in_thread() -> Any:
-        result = await run(fn, *args, **kwargs)
+    async def in_thread(**claim: Any) -> Any:
+        result = await run(fn, *args, **claim, **kwargs)
         if inspect.isawaitable(result):
             result = await result
         return result
 
     return in_thread
+
+
+class _Driver:
+    """Performs the protocol's operations for one :func:`aget_or_compute` call: storage in the
+    cache's executor, the turn in a shielded task, the computation with a heartbeat task."""
+
+    def __init__(
+        self,
+        acache: AsyncCache,
+        call: core.Call,
+        compute: Callable[..., Awaitable[Any]],
+        pass_claim: Literal[False, "sync", "async"],
+    ) -> None:
+        self._acache = acache
+        self._run = acache._run
+        self._call = call
+        self._compute = compute
+        self._pass_claim = pass_claim
+        self._at_risk = False
+
+    async def perform(self, op: str, arg: Any) -> Any:
+        if op is core.COMPUTE:
+            return await self._computing(arg)
+        if op is core.TURN:
+            return await self._turn()
+        if op is core.RELEASE:
+            return await asyncio.shield(self._run(core.storage, self._call, op, arg))
+        result = await self._run(core.storage, self._call, op, arg)
+        if op is core.ACQUIRE:
+            self._at_risk = result is not None  # from here until the value is stored
+        elif op is core.STORE:
+            self._at_risk = False
+        return result
+
+    async def _turn(self) -> Any:
+        """Run the protocol's turn in a task of its own, shielded from the caller and kept by
+        a strong reference until it ends: a cancelled caller loses the view, not the work."""
+        task = asyncio.get_running_loop().create_task(self._turning())
+        _shielded.add(task)
+        task.add_done_callback(_shielded.discard)
+        return await asyncio.shield(task)
+
+    async def _turning(self) -> Any:
+        try:
+            return await core.adrive(core.turn(self._call.key), self.perform)
+        except asyncio.CancelledError:
+            if self._at_risk:
+                _log.warning(
+                    "a turn computing %r was cancelled before it stored its value (its event "
+                    "loop ended?); the work is lost. Run the app inside `async with "
+                    "keep_turns():` or with turns_lifespan so that pending turns finish first",
+                    self._call.key,
+                )
+            raise
+
+    async def _sleep_or_extend(self, op: str, arg: Any) -> Any:
+        if op is core.SLEEP:
+            await asyncio.sleep(arg)
+            return True
+        return await self._run(core.storage, self._call, op, arg)
+
+    async def _computing(self, claim: Claim) -> Any:
+        beat = asyncio.get_running_loop().create_task(
+            core.adrive(core.heartbeat(claim), self._sleep_or_extend)
+        )
+        try:
+            if self._pass_claim == "async":
+                from .claims import AsyncClaim, AsyncClaims
+
+                held = AsyncClaim(AsyncClaims(self._acache, self._call.namespace), claim)
+                return await self._compute(claim=held)
+            if self._pass_claim == "sync":
+                return await self._compute(claim=claim)
+            return await self._compute()
+        finally:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
 
 
 async def aget_or_compute(
@@ -153,6 +186,8 @@ async def aget_or_compute(
     tag: _Tag = None,
     namespace: str = "default",
     if_computing: Literal["wait", "skip"] = "wait",
+    outcome: bool = False,
+    pass_claim: bool = False,
     **kwargs: Any,
 ) -> Any:
     """:func:`~diskcache_oxide.get_or_compute` from asyncio: ``fn(*args, **kwargs)`` runs
@@ -166,57 +201,29 @@ async def aget_or_compute(
     or runs out. ``fn`` failing releases the claim and raises in the caller whose turn it
     was; the waiters try the claim again.
 
+    ``outcome=True`` returns ``(value, Outcome)``, as the sync form does.
+    ``pass_claim=True`` calls ``fn(*args, claim=..., **kwargs)``: a coroutine function gets
+    an :class:`~diskcache_oxide.aio.AsyncClaim` (``await claim.extend()``), a plain function,
+    which runs in a thread, the sync :class:`~diskcache_oxide.Claim`.
+
     :raises ClaimTimeout: if ``timeout`` (default: none) passed without a value
     """
     acache = cache if isinstance(cache, AsyncCache) else AsyncCache(cache)
-    run = acache._run
-    compute = _computation(fn, args, kwargs, run)
-    seconds = _lease(lease)
+    compute = _computation(fn, args, kwargs, acache._run)
+    lease = _lease(lease)
     limit = None if timeout is None else _timeout(timeout)
-    mode = _if_computing(if_computing)
+    skip = if_computing != "wait" and _if_computing(if_computing) == "skip"
     claims = Claims(acache.cache, namespace)
-    loop = asyncio.get_running_loop()
-
-    async def turn() -> Any:
-        claim = await run(claims.try_acquire, key, seconds)
-        if claim is None:
-            return _NOT_CLAIMED
-        try:
-            value = await run(acache.cache.get, key, ENOVAL, retry=True)
-            if value is not ENOVAL:
-                return value
-            async with _AsyncHeartbeat(claim, run):
-                result = await compute()
-            await run(acache.cache.set, key, result, expire, tag=tag, retry=True)
-            return result
-        except asyncio.CancelledError:
-            _log.warning(
-                "a turn computing %r was cancelled before it stored its value (its event loop "
-                "ended?); the work is lost. Run the app inside `async with keep_turns():` or "
-                "with turns_lifespan so that pending turns finish first",
-                key,
-            )
-            raise
-        finally:
-            await asyncio.shield(run(_release_after_turn, claim))
-
-    deadline = None if limit is None else time.monotonic() + limit
-    while True:
-        value = await run(acache.cache.get, key, ENOVAL, retry=True)
-        if value is not ENOVAL:
-            return value
-        task = loop.create_task(turn())
-        _shielded.add(task)
-        task.add_done_callback(_shielded.discard)
-        outcome = await asyncio.shield(task)
-        if outcome is not _NOT_CLAIMED:
-            return outcome
-        if mode == "skip":
-            return COMPUTING
-        remaining = _WAIT_SLICE if deadline is None else deadline - time.monotonic()
-        if remaining <= 0:
-            raise ClaimTimeout(f"no value for {key!r} appeared within {limit} s")
-        await run(acache.cache._claims.wait, namespace, key, min(remaining, _WAIT_SLICE))
+    value = await acache._run(claims.backend.get, key)  # the protocol's first read
+    if value is not ENOVAL:
+        return (value, Outcome.CACHED) if outcome else value
+    call = core.Call(claims, key, lease, expire, tag)
+    handed: Literal[False, "sync", "async"] = False
+    if pass_claim:
+        handed = "async" if inspect.iscoroutinefunction(fn) else "sync"
+    driver = _Driver(acache, call, compute, handed)
+    got = await core.adrive(core.get_or_compute(key, limit, skip), driver.perform)
+    return got if outcome else got[0]
 
 
 class AsyncComputeOnce(Protocol, Generic[P, R]):
@@ -239,33 +246,31 @@ def acompute_once(
     name: str | None = None,
     typed: bool = False,
     ignore: Collection[int | str] = (),
+    pass_claim: bool = False,
 ) -> Callable[[Callable[P, Awaitable[R]]], AsyncComputeOnce[P, R]]:
     """Decorator for coroutine functions: each result computed once, through
-    :func:`aget_or_compute`, under the keys of :func:`~diskcache_oxide.compute_once`."""
+    :func:`aget_or_compute`, under the keys of :func:`~diskcache_oxide.compute_once`
+    (``pass_claim=True``: called with ``claim=`` its :class:`~diskcache_oxide.aio.AsyncClaim`)."""
     seconds = _lease(lease)
 
-    def decorator(func: Callable[P, Awaitable[R]]) -> AsyncComputeOnce[P, R]:
-        base = (stable_name(func),) if name is None else (name,)
+    async def once(
+        func: Callable[..., Any],
+        key: tuple[Any, ...],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        return await aget_or_compute(
+            cache,
+            key,
+            functools.partial(func, *args, **kwargs),
+            lease=seconds,
+            timeout=timeout,
+            expire=expire,
+            tag=tag,
+            pass_claim=pass_claim,
+        )
 
-        def cache_key(*args: P.args, **kwargs: P.kwargs) -> tuple[Any, ...]:
-            return args_to_key(base, args, kwargs, typed, ignore)
-
-        @functools.wraps(func)
-        async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            return cast(
-                R,
-                await aget_or_compute(
-                    cache,
-                    cache_key(*args, **kwargs),
-                    functools.partial(func, *args, **kwargs),
-                    lease=seconds,
-                    timeout=timeout,
-                    expire=expire,
-                    tag=tag,
-                ),
-            )
-
-        wrapper.__cache_key__ = cache_key  # type: ignore[attr-defined]
-        return cast(AsyncComputeOnce[P, R], wrapper)
-
-    return decorator
+    return cast(
+        Callable[[Callable[P, Awaitable[R]]], AsyncComputeOnce[P, R]],
+        keyed(name, typed, ignore, once, stable_name),
+    )
