@@ -1,4 +1,4 @@
-"""Process bodies for tests/features/test_pay_once_outcome.py (spawned, so importable).
+"""Process bodies for tests/payonce/test_pay_once_outcome.py (spawned, so importable).
 
 Each body waits until ``start_at`` (epoch seconds) so that the processes call at once, then
 asks get_or_compute for the value of one key with ``outcome=True`` and ``pass_claim=True``;
