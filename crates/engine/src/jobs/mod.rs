@@ -5,11 +5,16 @@
 //! is never reused (a release or a requeue lowers the attempt count, never the lease number):
 //! finishing, failing, extending or releasing a job names the lease it holds, so a worker whose
 //! lease expired and was taken over cannot touch the new holder's job.
+//!
+//! The code lives by concept, one file each: this file holds the handle ([`Jobs`]), the types a
+//! caller holds, `put`, and the rows every part reads; `take.rs` the transaction that takes
+//! (and passes over or buries the jobs its caller cannot read); `lease.rs` what the holder of a
+//! lease does with it (finish, fail, extend, release, bury) and the sweep of expired leases;
+//! `operator.rs` an operator's reads and repairs (counts, list, dead letters, requeue, purge).
 
-use crate::cache::{now, Cache, Prepared, PreviewColumns, ValueColumns, PREVIEW_COLUMNS};
+use crate::cache::{now, Cache, Prepared, ValueColumns};
 use crate::error::{Corruption, SqlContext};
 use crate::format::stored::{StoredValue, ValueRef};
-use crate::format::value::PREVIEW_MAX_WIDTH;
 use crate::store::files::Found;
 use crate::store::statements::Db;
 use crate::{Error, Result};
@@ -21,6 +26,15 @@ macro_rules! job_columns {
         "id, queue, state, due, attempts, max_attempts, created, error, dedupe, lease, kind, crc, filename, value, size"
     };
 }
+
+// After the macro, which the submodules use.
+mod lease;
+mod operator;
+mod take;
+
+pub use lease::Swept;
+pub use operator::{JobCounts, ListState, ListValues, ListedJob};
+pub use take::{pass_delay, TakeVerdict, Taken, PASSES_PER_TAKE};
 
 const READY: i64 = 0;
 const LEASED: i64 = 1;
@@ -122,58 +136,6 @@ pub struct JobInfo {
     pub value: Result<StoredValue, JobValueError>,
 }
 
-/// A job as [`Jobs::list`] shows it to an operator.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ListedJob {
-    /// The job; with [`ListValues::Preview`], its `value` is [`JobValueError::NotRead`].
-    pub info: JobInfo,
-    /// For a leased job, when its current lease was taken (seconds since the epoch); `None`
-    /// otherwise, or for a lease taken by a build before this column.
-    pub taken: Option<f64>,
-    /// With [`ListValues::Preview`], the value's preview ([`crate::value::preview`]).
-    pub preview: Option<String>,
-}
-
-/// Which of a queue's jobs [`Jobs::list`] lists. `Ready` and `Scheduled` split the ready jobs
-/// by whether they are due now, as [`JobCounts`] does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ListState {
-    /// Ready and due: a take would get them now.
-    Ready,
-    /// Ready, but not due yet (delayed, or waiting to retry).
-    Scheduled,
-    Leased,
-    Dead,
-}
-
-/// What [`Jobs::list`] does with each job's value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ListValues {
-    /// Load it whole (a value file is read and checked).
-    Load,
-    /// Leave it unread and give a preview at most this many characters wide, built from at
-    /// most the first [`crate::value::PREVIEW_BYTES`] of it.
-    Preview(usize),
-}
-
-/// Jobs of one queue by state.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct JobCounts {
-    /// Ready now.
-    pub ready: u64,
-    /// Ready, but not before a later time (delayed or waiting to retry).
-    pub scheduled: u64,
-    pub leased: u64,
-    pub dead: u64,
-}
-
-/// What a sweep of expired leases did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Swept {
-    pub requeued: u64,
-    pub dead: u64,
-}
-
 fn check_queue(queue: &str) -> Result<()> {
     if queue.is_empty() || queue.contains('\0') {
         return Err(Error::invalid(
@@ -190,47 +152,6 @@ fn check_seconds(name: &str, v: f64) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// What a take's caller decides about a job it is offered, inside the take's transaction (so
-/// no other worker can take the job meanwhile).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TakeVerdict {
-    /// Lease it: this caller holds it now.
-    Take,
-    /// Pass it over: this caller cannot read its value, another may (D-047). The pass counts
-    /// as an attempt and `reason` becomes the job's error, so an operator sees it; the job is
-    /// ready again after [`pass_delay`], and once it has used its attempts it goes to the
-    /// dead-letter list. The take goes on to the next due job.
-    Pass(String),
-    /// Send it to the dead-letter list with this error (no build could read its value). The
-    /// take goes on to the next due job.
-    Bury(String),
-}
-
-/// How long a job passed over for the `attempts`-th time (1 for the first pass) waits before
-/// a take may offer it again: 1 s, doubling with every attempt it has used, at most one lease
-/// (and never under 1 s). The wait is what keeps a worker that cannot read a job from meeting
-/// it again on every take; it is short at first because a worker that can read it should get
-/// it soon.
-pub fn pass_delay(attempts: u32, lease: f64) -> f64 {
-    let doubling = 2f64.powi(attempts.saturating_sub(1).min(30) as i32);
-    doubling.min(lease.max(1.0))
-}
-
-/// At most this many jobs are passed over or buried in one take's transaction, so that a
-/// backlog of unreadable jobs cannot hold the write lock for long; the take reports that it
-/// stopped early ([`Taken::more`]) and its caller takes again.
-pub const PASSES_PER_TAKE: usize = 64;
-
-/// What [`Jobs::take_deciding`] did.
-#[derive(Debug, Default)]
-pub struct Taken {
-    /// The jobs leased, at most `n`.
-    pub jobs: Vec<Job>,
-    /// True if it stopped after [`PASSES_PER_TAKE`] passes or burials with fewer than `n`
-    /// jobs leased: more due jobs may be behind those, and a take made now will see them.
-    pub more: bool,
 }
 
 /// The leased jobs of a cache directory: their own table, which the cache's eviction, `clear`
@@ -297,384 +218,6 @@ impl Jobs<'_> {
         result
     }
 
-    /// Lease up to `n` ready jobs for `lease` seconds, trying `queues` in order (the first is the
-    /// most urgent). Leases that expired in those queues are requeued (or sent to the dead-letter
-    /// list) first.
-    ///
-    /// Every job offered is leased, including one whose value cannot be read (its `value` is
-    /// the error; fail, release or bury it). See [`Jobs::take_deciding`] to decide per job.
-    pub fn take(&self, queues: &[&str], lease: f64, n: usize) -> Result<Vec<Job>> {
-        Ok(self
-            .take_deciding(queues, lease, n, &mut |_| TakeVerdict::Take)?
-            .jobs)
-    }
-
-    /// [`Jobs::take`], where `decide` sees each due job, value loaded, inside the take's
-    /// transaction, and says whether to lease it, pass it over, or bury it. The job it is
-    /// shown carries the attempt count and lease number it would get. A job passed over or
-    /// buried does not count towards `n`: the take goes on to the jobs behind it, so one job
-    /// this caller cannot read never delays another (D-047), up to [`PASSES_PER_TAKE`] of
-    /// them per call.
-    pub fn take_deciding(
-        &self,
-        queues: &[&str],
-        lease: f64,
-        n: usize,
-        decide: &mut dyn FnMut(&Job) -> TakeVerdict,
-    ) -> Result<Taken> {
-        queues.iter().try_for_each(|q| check_queue(q))?;
-        check_seconds("lease", lease)?;
-        self.cache.write(None, |db, _| {
-            let now = now();
-            let mut taken = Taken::default();
-            let mut passes = 0;
-            for queue in queues {
-                sweep_queue(db, queue, now)?;
-                // A job passed over or buried is no longer due, so each batch starts where the
-                // last one's decisions left the queue; the loop ends when a batch is all taken.
-                while taken.jobs.len() < n && !taken.more {
-                    let rows = due_jobs(db, queue, now, n - taken.jobs.len())?;
-                    let offered = rows.len();
-                    let before = taken.jobs.len();
-                    for row in rows {
-                        if passes == PASSES_PER_TAKE {
-                            taken.more = true;
-                            break;
-                        }
-                        let job = self.offer(row, now, lease);
-                        match decide(&job) {
-                            TakeVerdict::Take => {
-                                lease_job(db, &job, now)?;
-                                taken.jobs.push(job);
-                            }
-                            TakeVerdict::Pass(reason) => {
-                                passes += 1;
-                                pass_job(db, &job, now, lease, &reason)?;
-                            }
-                            TakeVerdict::Bury(error) => {
-                                passes += 1;
-                                bury_offered(db, job.id, now, &error)?;
-                            }
-                        }
-                    }
-                    if offered == 0 || taken.jobs.len() - before == offered {
-                        break;
-                    }
-                }
-            }
-            Ok(taken)
-        })
-    }
-
-    /// The job `row` as a take offers it: the attempt count and lease number it would get.
-    fn offer(&self, row: JobRow, now: f64, lease: f64) -> Job {
-        let id = row.id;
-        Job {
-            id,
-            queue: row.queue,
-            attempts: row.attempts.saturating_add(1),
-            lease: row.lease + 1,
-            max_attempts: row.max_attempts,
-            lease_deadline: now + lease,
-            created: row.created,
-            error: row.error,
-            value: self.value(id, row.stored),
-        }
-    }
-
-    /// Finish a job: it is deleted. False if `lease_id` no longer holds the lease.
-    pub fn finish(&self, id: i64, lease_id: i64) -> Result<bool> {
-        self.cache.freeing(|db, unlink| {
-            let gone: Option<Option<String>> = db
-                .held("DELETE FROM jobs WHERE id = ?1 AND state = 1 AND lease = ?2 RETURNING filename")
-                .and_then(|mut st| st.query_row(params![id, lease_id], |r| r.get(0)).optional())
-                .ctx("finishing a job")?;
-            Ok(gone.map(|f| unlink.extend(f)).is_some())
-        })
-    }
-
-    /// Fail an attempt. The job is retried after `retry_in` seconds, or goes to the dead-letter
-    /// list once it has used `max_attempts`. `None` if `lease_id` no longer holds the lease.
-    pub fn fail(
-        &self,
-        id: i64,
-        lease_id: i64,
-        error: &str,
-        retry_in: f64,
-    ) -> Result<Option<JobState>> {
-        check_seconds("retry_in", retry_in)?;
-        self.cache.write(None, |db, _| {
-            let state: Option<i64> = db
-                .held(
-                    "UPDATE jobs SET state = CASE WHEN max_attempts > 0 AND attempts >= max_attempts THEN 2 ELSE 0 END, \
-                     due = CASE WHEN max_attempts > 0 AND attempts >= max_attempts THEN ?3 ELSE ?3 + ?4 END, error = ?5 \
-                     WHERE id = ?1 AND state = 1 AND lease = ?2 RETURNING state",
-                )
-                .and_then(|mut st| st.query_row(params![id, lease_id, now(), retry_in, error], |r| r.get(0)).optional())
-                .ctx("failing a job")?;
-            Ok(state.map(|s| if s == DEAD { JobState::Dead } else { JobState::Ready }))
-        })
-    }
-
-    /// Extend a lease to `lease` seconds from now (a heartbeat). Returns the new deadline, or
-    /// `None` if `lease_id` no longer holds the lease.
-    pub fn extend(&self, id: i64, lease_id: i64, lease: f64) -> Result<Option<f64>> {
-        check_seconds("lease", lease)?;
-        self.cache.write(None, |db, _| {
-            let deadline = now() + lease;
-            let n = db
-                .held("UPDATE jobs SET due = ?3 WHERE id = ?1 AND state = 1 AND lease = ?2")
-                .and_then(|mut st| st.execute(params![id, lease_id, deadline]))
-                .ctx("extending a lease")?;
-            Ok((n > 0).then_some(deadline))
-        })
-    }
-
-    /// Give a job back without counting the attempt, ready again after `delay` seconds.
-    pub fn release(&self, id: i64, lease_id: i64, delay: f64) -> Result<bool> {
-        check_seconds("delay", delay)?;
-        self.cache.write(None, |db, _| {
-            let n = db
-                .held(
-                    "UPDATE jobs SET state = 0, due = ?3, attempts = attempts - 1 WHERE id = ?1 AND state = 1 AND lease = ?2",
-                )
-                .and_then(|mut st| st.execute(params![id, lease_id, now() + delay]))
-                .ctx("releasing a job")?;
-            Ok(n > 0)
-        })
-    }
-
-    /// Requeue every expired lease of `queue` (or of every queue), or send it to the
-    /// dead-letter list if it has used its attempts.
-    pub fn sweep(&self, queue: Option<&str>) -> Result<Swept> {
-        if let Some(q) = queue {
-            check_queue(q)?;
-        }
-        self.cache.write(None, |db, _| {
-            let now = now();
-            match queue {
-                Some(q) => sweep_queue(db, q, now),
-                None => {
-                    let queues: Vec<String> = db
-                        .prepare("SELECT DISTINCT queue FROM jobs WHERE state = 1 AND due < ?1")
-                        .and_then(|mut st| st.query_map([now], |r| r.get(0))?.collect())
-                        .ctx("sweeping leases")?;
-                    let mut total = Swept::default();
-                    for q in queues {
-                        let s = sweep_queue(db, &q, now)?;
-                        total.requeued += s.requeued;
-                        total.dead += s.dead;
-                    }
-                    Ok(total)
-                }
-            }
-        })
-    }
-
-    /// Counts of one queue's jobs by state.
-    pub fn counts(&self, queue: &str) -> Result<JobCounts> {
-        self.cache.read(|db| {
-            let now = now();
-            let mut stmt = db
-                .held(
-                    "SELECT state, due <= ?2, COUNT(*) FROM jobs WHERE queue = ?1 GROUP BY state, due <= ?2",
-                )
-                .ctx("counting jobs")?;
-            let rows: Vec<(i64, bool, i64)> = stmt
-                .query_map(params![queue, now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                .and_then(|it| it.collect())
-                .ctx("counting jobs")?;
-            let mut c = JobCounts::default();
-            for (state, due, n) in rows {
-                let n = n as u64;
-                match (state, due) {
-                    (READY, true) => c.ready += n,
-                    (READY, false) => c.scheduled += n,
-                    (LEASED, _) => c.leased += n,
-                    _ => c.dead += n,
-                }
-            }
-            Ok(c)
-        })
-    }
-
-    /// One job by id, in any state.
-    pub fn info(&self, id: i64) -> Result<Option<JobInfo>> {
-        let row = self.cache.read(|db| {
-            db.prepare_cached(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1"))
-                .and_then(|mut st| st.query_row([id], job_row).optional())
-                .ctx("reading a job")
-        })?;
-        Ok(row.map(|r| self.info_from(r)))
-    }
-
-    /// Dead jobs of a queue, oldest death first, after id `after` (for paging).
-    pub fn dead(&self, queue: &str, after: i64, limit: usize) -> Result<Vec<JobInfo>> {
-        let rows = self.cache.read(|db| {
-            db.prepare_cached(&format!(
-                "SELECT {JOB_COLUMNS} FROM jobs WHERE queue = ?1 AND state = 2 AND id > ?2 ORDER BY id LIMIT CAST(?3 AS INTEGER)"
-            ))
-            .and_then(|mut st| st.query_map(params![queue, after, limit as i64], job_row)?.collect::<rusqlite::Result<Vec<_>>>())
-            .ctx("listing dead jobs")
-        })?;
-        Ok(rows.into_iter().map(|r| self.info_from(r)).collect())
-    }
-
-    /// The names of the queues that hold jobs, in any state, sorted.
-    pub fn queues(&self) -> Result<Vec<String>> {
-        self.cache.read(|db| {
-            db.prepare_cached("SELECT DISTINCT queue FROM jobs ORDER BY queue")
-                .and_then(|mut st| st.query_map([], |r| r.get(0))?.collect())
-                .ctx("listing job queues")
-        })
-    }
-
-    /// A queue's jobs for an operator: in `state` (all states if `None`), by id after `after`,
-    /// at most `limit`; each with when its current lease was taken, for a leased job, and its
-    /// value loaded or previewed as `values` says (D-046).
-    ///
-    /// The state is chosen in SQL: the ids come from the `jobs_due` index alone (which holds
-    /// queue, state, due and id), so a page reads at most `limit` rows of the table whatever
-    /// the queue holds, and only the index entries of the state asked for (the same entries
-    /// [`Jobs::counts`] counts).
-    pub fn list(
-        &self,
-        queue: &str,
-        state: Option<ListState>,
-        after: i64,
-        limit: usize,
-        values: ListValues,
-    ) -> Result<Vec<ListedJob>> {
-        let limit = limit.min(i64::MAX as usize) as i64;
-        let rows = self.cache.read(|db| {
-            // A directory made before the taken column, opened read-only, lists without it.
-            let has_taken: bool = db
-                .query_row(
-                    "SELECT EXISTS (SELECT 1 FROM pragma_table_info('jobs') WHERE name = 'taken')",
-                    [],
-                    |r| r.get(0),
-                )
-                .ctx("listing jobs")?;
-            let preview = matches!(values, ListValues::Preview(_));
-            let sql = list_sql(state, has_taken, preview);
-            let now = now();
-            let mut args: Vec<&dyn rusqlite::ToSql> = vec![&queue, &after, &limit];
-            if matches!(state, Some(ListState::Ready | ListState::Scheduled)) {
-                args.push(&now);
-            }
-            db.prepare_cached(&sql)
-                .and_then(|mut st| {
-                    st.query_map(args.as_slice(), |r| {
-                        // The taken column comes after the value's (see list_sql).
-                        Ok(if preview {
-                            let row = job_row_of(r, |r| PreviewColumns::from_row(r, VALUE_FROM))?;
-                            (
-                                ListedRow::Previewed(row),
-                                r.get::<_, Option<f64>>(VALUE_FROM + 6)?,
-                            )
-                        } else {
-                            (ListedRow::Loaded(job_row(r)?), r.get(VALUE_FROM + 5)?)
-                        })
-                    })?
-                    .collect::<rusqlite::Result<Vec<_>>>()
-                })
-                .ctx("listing jobs")
-        })?;
-        Ok(rows
-            .into_iter()
-            .map(|(row, taken)| {
-                let (info, preview) = match row {
-                    ListedRow::Previewed(row) => {
-                        let (row, columns) = row.split();
-                        let width = match values {
-                            ListValues::Preview(width) => width,
-                            ListValues::Load => PREVIEW_MAX_WIDTH,
-                        };
-                        let text = self.cache.preview_columns(columns, width);
-                        (info_of(row, Err(JobValueError::NotRead)), Some(text))
-                    }
-                    ListedRow::Loaded(row) => (self.info_from(row), None),
-                };
-                let leased = info.state == JobState::Leased;
-                ListedJob {
-                    info,
-                    taken: taken.filter(|_| leased),
-                    preview,
-                }
-            })
-            .collect())
-    }
-
-    /// Send a leased job straight to the dead-letter list (its value can never be read, say).
-    /// False if `lease_id` no longer holds the lease.
-    pub fn bury(&self, id: i64, lease_id: i64, error: &str) -> Result<bool> {
-        self.cache.write(None, |db, _| {
-            let n = db
-                .held("UPDATE jobs SET state = 2, due = ?3, error = ?4 WHERE id = ?1 AND state = 1 AND lease = ?2")
-                .and_then(|mut st| st.execute(params![id, lease_id, now(), error]))
-                .ctx("burying a job")?;
-            Ok(n > 0)
-        })
-    }
-
-    /// An operator's bury: send a ready or leased job to the dead-letter list with `error`,
-    /// whoever holds it (a leased job's holder then finds its lease lost). False if the job is
-    /// absent or already dead.
-    pub fn bury_any(&self, id: i64, error: &str) -> Result<bool> {
-        self.cache.write(None, |db, _| {
-            let n = db
-                .held("UPDATE jobs SET state = 2, due = ?2, error = ?3, lease = lease + 1 WHERE id = ?1 AND state < 2")
-                .and_then(|mut st| st.execute(params![id, now(), error]))
-                .ctx("burying a job")?;
-            Ok(n > 0)
-        })
-    }
-
-    /// Delete every dead job of `queue` (an operator's purge of the dead-letter list); how
-    /// many there were.
-    pub fn purge_dead(&self, queue: &str) -> Result<u64> {
-        check_queue(queue)?;
-        self.cache.freeing(|db, unlink| {
-            let files: Vec<Option<String>> = db
-                .held("DELETE FROM jobs WHERE queue = ?1 AND state = 2 RETURNING filename")
-                .and_then(|mut st| st.query_map([queue], |r| r.get(0))?.collect())
-                .ctx("purging dead jobs")?;
-            let n = files.len() as u64;
-            unlink.extend(files.into_iter().flatten());
-            Ok(n)
-        })
-    }
-
-    /// Put a dead job back in its queue with its attempts reset. False if it is not dead.
-    pub fn requeue(&self, id: i64, delay: f64) -> Result<bool> {
-        check_seconds("delay", delay)?;
-        self.cache.write(None, |db, _| {
-            let n = db
-                .held("UPDATE jobs SET state = 0, due = ?2, attempts = 0 WHERE id = ?1 AND state = 2")
-                .and_then(|mut st| st.execute(params![id, now() + delay]))
-                .map_err(|e| match &e {
-                    rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => {
-                        Error::invalid(format!(
-                            "job {id}: another ready or leased job has the same unique key; finish or delete it first"
-                        ))
-                    }
-                    _ => crate::error::sql_error("requeueing a job", e),
-                })?;
-            Ok(n > 0)
-        })
-    }
-
-    /// Delete a job in any state. False if there was none.
-    pub fn delete(&self, id: i64) -> Result<bool> {
-        self.cache.freeing(|db, unlink| {
-            let gone: Option<Option<String>> = db
-                .held("DELETE FROM jobs WHERE id = ?1 RETURNING filename")
-                .and_then(|mut st| st.query_row([id], |r| r.get(0)).optional())
-                .ctx("deleting a job")?;
-            Ok(gone.map(|f| unlink.extend(f)).is_some())
-        })
-    }
-
     fn value(&self, id: i64, stored: ValueColumns) -> Result<StoredValue, JobValueError> {
         match self.cache.load_columns(id, stored) {
             Ok(Found::Yes(v)) => Ok(v),
@@ -712,41 +255,9 @@ fn info_of(r: JobRow<()>, value: Result<StoredValue, JobValueError>) -> JobInfo 
     }
 }
 
-/// A row of [`Jobs::list`]: its value loaded, or its preview's columns.
-enum ListedRow {
-    Loaded(JobRow),
-    Previewed(JobRow<PreviewColumns>),
-}
-
 /// The columns of a job before its value's (the start of [`JOB_COLUMNS`]).
 const JOB_FIELDS: &str =
     "id, queue, state, due, attempts, max_attempts, created, error, dedupe, lease";
-
-/// [`Jobs::list`]'s statement: `?1` queue, `?2` after, `?3` limit, `?4` now (for the states
-/// split by due time). The ids are chosen in a subquery that reads only the `jobs_due` index
-/// (`INDEXED BY`, so that the planner never walks the table by rowid instead, which reads
-/// every row of other queues or states it passes); the table is then read by id, `limit`
-/// rows at most. The subquery's sort holds only `limit` ids.
-fn list_sql(state: Option<ListState>, has_taken: bool, preview: bool) -> String {
-    let filter = match state {
-        None => "",
-        Some(ListState::Ready) => "AND state = 0 AND due <= ?4",
-        Some(ListState::Scheduled) => "AND state = 0 AND due > ?4",
-        Some(ListState::Leased) => "AND state = 1",
-        Some(ListState::Dead) => "AND state = 2",
-    };
-    let columns = if preview {
-        format!("{JOB_FIELDS}, {PREVIEW_COLUMNS}")
-    } else {
-        JOB_COLUMNS.to_owned()
-    };
-    let taken = if has_taken { "taken" } else { "NULL" };
-    format!(
-        "SELECT {columns}, {taken} FROM jobs WHERE id IN (\
-         SELECT id FROM jobs INDEXED BY jobs_due WHERE queue = ?1 {filter} AND id > ?2 \
-         ORDER BY id LIMIT CAST(?3 AS INTEGER)) ORDER BY id"
-    )
-}
 
 /// A job's columns; the last five are the value's, in the order [`ValueColumns`] reads them.
 const JOB_COLUMNS: &str = job_columns!();
@@ -845,87 +356,6 @@ fn insert_job(
     Ok(db.last_insert_rowid())
 }
 
-/// Up to `limit` due ready jobs of `queue`, oldest due first.
-fn due_jobs(db: &Db, queue: &str, now: f64, limit: usize) -> Result<Vec<JobRow>> {
-    db.held(concat!(
-        "SELECT ",
-        job_columns!(),
-        " FROM jobs WHERE queue = ?1 AND state = 0 AND due <= ?2 \
-         ORDER BY due, id LIMIT CAST(?3 AS INTEGER)"
-    ))
-    .and_then(|mut st| {
-        st.query_map(params![queue, now, limit as i64], job_row)?
-            .collect()
-    })
-    .ctx("taking a job")
-}
-
-fn lease_job(db: &Db, job: &Job, now: f64) -> Result<()> {
-    db.held(
-        "UPDATE jobs SET state = 1, due = ?2, attempts = attempts + 1, \
-         lease = lease + 1, taken = ?3 WHERE id = ?1",
-    )
-    .and_then(|mut st| st.execute(params![job.id, job.lease_deadline, now]))
-    .ctx("taking a job")?;
-    Ok(())
-}
-
-/// A pass (D-047): the attempt is counted and the lease number drawn, as for a take that
-/// failed at once, so the job reaches the dead-letter list after its attempts; until then it
-/// is ready again after [`pass_delay`].
-fn pass_job(db: &Db, job: &Job, now: f64, lease: f64, reason: &str) -> Result<()> {
-    let out_of_attempts = job.max_attempts > 0 && job.attempts >= job.max_attempts;
-    let (state, due) = if out_of_attempts {
-        (DEAD, now)
-    } else {
-        (READY, now + pass_delay(job.attempts, lease))
-    };
-    db.held(
-        "UPDATE jobs SET state = ?2, due = ?3, attempts = attempts + 1, \
-         lease = lease + 1, error = ?4 WHERE id = ?1",
-    )
-    .and_then(|mut st| st.execute(params![job.id, state, due, reason]))
-    .ctx("passing over a job")?;
-    Ok(())
-}
-
-fn bury_offered(db: &Db, id: i64, now: f64, error: &str) -> Result<()> {
-    // The attempt that found the value unreadable is counted.
-    db.held(
-        "UPDATE jobs SET state = 2, due = ?2, attempts = attempts + 1, \
-         lease = lease + 1, error = ?3 WHERE id = ?1",
-    )
-    .and_then(|mut st| st.execute(params![id, now, error]))
-    .ctx("burying a job")?;
-    Ok(())
-}
-
-/// Expired leases of one queue: back to ready, or dead once out of attempts.
-fn sweep_queue(db: &Db, queue: &str, now: f64) -> Result<Swept> {
-    // Every take sweeps, and almost never finds an expired lease: ask the index first. The
-    // UPDATE … RETURNING below builds an ephemeral table (a pager and its page cache, some
-    // 90 KB malloc'd and freed) even when it changes nothing.
-    let expired: bool = db
-        .held("SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = ?1 AND state = 1 AND due < ?2)")
-        .and_then(|mut st| st.query_row(params![queue, now], |r| r.get(0)))
-        .ctx("looking for expired leases")?;
-    if !expired {
-        return Ok(Swept::default());
-    }
-    let states: Vec<i64> = db
-        .held(
-            "UPDATE jobs SET state = CASE WHEN max_attempts > 0 AND attempts >= max_attempts THEN 2 ELSE 0 END, \
-             due = ?2, error = 'lease expired' WHERE queue = ?1 AND state = 1 AND due < ?2 RETURNING state",
-        )
-        .and_then(|mut st| st.query_map(params![queue, now], |r| r.get(0))?.collect())
-        .ctx("requeueing expired leases")?;
-    let dead = states.iter().filter(|s| **s == DEAD).count() as u64;
-    Ok(Swept {
-        requeued: states.len() as u64 - dead,
-        dead,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     #[test]
@@ -938,93 +368,5 @@ mod tests {
             Some("kind")
         );
         assert!(super::JOB_COLUMNS.starts_with(&format!("{}, kind", super::JOB_FIELDS)));
-    }
-
-    use super::{list_sql, ListState};
-    use crate::{Cache, JobOptions, OpenOptions, ValueRef};
-
-    const STATES: [Option<ListState>; 5] = [
-        None,
-        Some(ListState::Ready),
-        Some(ListState::Scheduled),
-        Some(ListState::Leased),
-        Some(ListState::Dead),
-    ];
-
-    /// A page of any state reads the table by id only (at most `limit` rows), never by a scan:
-    /// with 100,000 ready jobs, listing the one scheduled job reads one row (issue 19).
-    #[test]
-    fn a_list_reads_the_table_only_by_id() {
-        let dir = tempfile::tempdir().unwrap();
-        let cache = Cache::open(dir.path(), OpenOptions::default()).unwrap();
-        let jobs = cache.jobs();
-        let values: Vec<ValueRef<'_>> = (0..100_000).map(ValueRef::Int).collect();
-        jobs.put_many("bulk", &values, &JobOptions::default())
-            .unwrap();
-        let delayed = JobOptions {
-            delay: 3600.0,
-            ..JobOptions::default()
-        };
-        jobs.put("bulk", ValueRef::Int(-1), &delayed).unwrap();
-        for state in STATES {
-            for preview in [false, true] {
-                let sql = list_sql(state, true, preview);
-                let (plan, fullscan, rows) = cache
-                    .read(|db| {
-                        let plan: Vec<String> = db
-                            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-                            .and_then(|mut st| {
-                                st.query_map(rusqlite::params_from_iter(plan_args(state)), |r| {
-                                    r.get::<_, String>(3)
-                                })?
-                                .collect()
-                            })
-                            .unwrap();
-                        let mut st = db.prepare(&sql).unwrap();
-                        let rows = st
-                            .query_map(rusqlite::params_from_iter(plan_args(state)), |_| Ok(()))
-                            .unwrap()
-                            .count();
-                        let fullscan = st.get_status(rusqlite::StatementStatus::FullscanStep);
-                        Ok((plan, fullscan, rows))
-                    })
-                    .unwrap();
-                assert!(
-                    plan.iter().all(|step| !step.starts_with("SCAN")),
-                    "{state:?}: {plan:?}"
-                );
-                assert!(
-                    plan.iter().any(|s| s.contains("COVERING INDEX jobs_due")),
-                    "{state:?}: {plan:?}"
-                );
-                assert_eq!(fullscan, 0, "{state:?}");
-                let expected = match state {
-                    Some(ListState::Scheduled) => 1,
-                    Some(ListState::Leased | ListState::Dead) => 0,
-                    _ => 50,
-                };
-                assert_eq!(rows, expected, "{state:?}");
-            }
-        }
-        let listed = jobs
-            .list(
-                "bulk",
-                Some(ListState::Scheduled),
-                0,
-                50,
-                super::ListValues::Load,
-            )
-            .unwrap();
-        assert_eq!(listed.len(), 1);
-        assert_eq!(listed[0].info.value, Ok(crate::StoredValue::Int(-1)));
-    }
-
-    fn plan_args(state: Option<ListState>) -> Vec<rusqlite::types::Value> {
-        use rusqlite::types::Value::{Integer, Real, Text};
-        let mut args = vec![Text("bulk".into()), Integer(0), Integer(50)];
-        if matches!(state, Some(ListState::Ready | ListState::Scheduled)) {
-            args.push(Real(crate::cache::now()));
-        }
-        args
     }
 }
