@@ -42,7 +42,7 @@ const TRUE: u8 = 0xf5;
 const NULL: u8 = 0xf6;
 const FLOAT64: u8 = 0xfb;
 
-// IANA-registered tags (the previews read them too: preview.rs).
+// IANA-registered tags (the previews read them too: preview/reader.rs).
 pub(super) const TAG_POS_BIGNUM: u64 = 2;
 pub(super) const TAG_NEG_BIGNUM: u64 = 3;
 pub(super) const TAG_UUID: u64 = 37;
