@@ -38,3 +38,17 @@ pub(crate) fn reserve(data: &mut Vec<u8>, len: u64, name: &str) -> Result<()> {
             len,
         })
 }
+
+/// The engine's one check of a number of seconds a caller passes (a delay, a lease, a retry):
+/// finite, and `>= 0`, or `> 0` when `positive`. A Rust caller meets it; the binding checks
+/// Python's arguments before they get here, with Python's wording (D-049).
+pub(crate) fn check_seconds(name: &str, v: f64, positive: bool) -> Result<()> {
+    let ok = v.is_finite() && if positive { v > 0.0 } else { v >= 0.0 };
+    if !ok {
+        let bound = if positive { "> 0" } else { ">= 0" };
+        return Err(Error::invalid(format!(
+            "{name}: expected a finite number of seconds {bound}, got {v}"
+        )));
+    }
+    Ok(())
+}

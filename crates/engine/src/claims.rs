@@ -86,12 +86,7 @@ impl Cache {
 }
 
 fn check_lifetime(lease: f64) -> Result<()> {
-    if !(lease.is_finite() && lease > 0.0) {
-        return Err(Error::invalid(format!(
-            "lease: a claim needs a finite number of seconds > 0, got {lease}"
-        )));
-    }
-    Ok(())
+    crate::basics::check_seconds("lease", lease, true)
 }
 
 const COLUMNS: &str = "token, host, pid, acquired, expires";

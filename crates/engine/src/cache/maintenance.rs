@@ -209,7 +209,7 @@ impl Cache {
         self.with_conn(|c| {
             if c.depth > 0 {
                 return Err(Error::invalid(
-                    "vacuum: not inside a transaction; call it outside transact()",
+                    "vacuum: not inside a transaction; call it once the transaction has ended",
                 ));
             }
             c.db.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))

@@ -146,12 +146,7 @@ fn check_queue(queue: &str) -> Result<()> {
 }
 
 fn check_seconds(name: &str, v: f64) -> Result<()> {
-    if !v.is_finite() || v < 0.0 {
-        return Err(Error::invalid(format!(
-            "{name}: expected a finite number of seconds >= 0, got {v}"
-        )));
-    }
-    Ok(())
+    crate::basics::check_seconds(name, v, false)
 }
 
 /// The leased jobs of a cache directory: their own table, which the cache's eviction, `clear`
