@@ -15,6 +15,10 @@ __all__ = [
     "JobsCore",
     "KeyIterator",
     "claim_fanout",
+    "decode_key",
+    "decode_value",
+    "encode_key",
+    "encode_value",
     "platform_backends",
     "set_registry",
     "__version__",
@@ -346,3 +350,8 @@ class CacheCore:
     def _jobs(self) -> JobsCore: ...
     @property
     def _claims(self) -> ClaimsCore: ...
+
+def encode_value(value: Any, pickle: bool = False) -> bytes: ...
+def decode_value(data: bytes, pickle: bool = False) -> Any: ...
+def encode_key(key: Any, pickle: bool = False) -> bytes: ...
+def decode_key(data: bytes, pickle: bool = False) -> Any: ...

@@ -33,7 +33,7 @@ impl ClaimsCore {
     fn ctx(&self) -> Ctx<'_> {
         Ctx {
             pickle: self.pickle,
-            cache: &self.cache,
+            cache: Some(&self.cache),
         }
     }
 }

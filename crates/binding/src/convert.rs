@@ -568,13 +568,21 @@ pub(crate) fn corrupt(py: Python<'_>, what: &str, message: &str) -> PyErr {
 /// Per-handle conversion settings.
 pub(crate) struct Ctx<'c> {
     pub pickle: bool,
-    pub cache: &'c diskcache_oxide_engine::Cache,
+    /// The directory whose `disk_pickle_protocol` a pickle is written with; None for the
+    /// codec on its own (`_core.encode_value`), which uses python-diskcache's default.
+    pub cache: Option<&'c diskcache_oxide_engine::Cache>,
 }
+
+/// python-diskcache's default `disk_pickle_protocol`, `pickle.HIGHEST_PROTOCOL` on the
+/// Pythons we support.
+const DEFAULT_PICKLE_PROTOCOL: i64 = 5;
 
 impl Ctx<'_> {
     fn pickle_protocol(&self, py: Python<'_>) -> i64 {
-        let cache = self.cache;
-        py.detach(|| cache.settings().disk_pickle_protocol)
+        match self.cache {
+            Some(cache) => py.detach(|| cache.settings().disk_pickle_protocol),
+            None => DEFAULT_PICKLE_PROTOCOL,
+        }
     }
 
     fn dumps<'py>(

@@ -20,6 +20,7 @@
 //! | `jobs`     | `JobsCore`: put, take, and an operator's reads and repairs of jobs         |
 //! | `job`      | the `Job` a worker holds and the `JobInfo` records                         |
 //! | `claims`   | `ClaimsCore`: acquire, extend, release, list, and the compute-once wait    |
+//! | `codec`    | the engine's value and key frames as functions, for stores without columns |
 //! | `iter`     | `KeyIterator`, the paged key iterators                                     |
 //! | `handle`   | `Handle`: what `_open` sets, its transactions, decode errors as misses     |
 //! | `decode`   | decoding queue items and job values in the transaction; large value files  |

@@ -83,7 +83,7 @@ impl Handle {
     pub(crate) fn ctx(&self) -> Ctx<'_> {
         Ctx {
             pickle: self.pickle,
-            cache: &self.cache,
+            cache: Some(&self.cache),
         }
     }
 

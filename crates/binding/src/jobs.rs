@@ -39,7 +39,7 @@ impl JobsCore {
     fn ctx(&self) -> Ctx<'_> {
         Ctx {
             pickle: self.pickle,
-            cache: &self.cache,
+            cache: Some(&self.cache),
         }
     }
 }

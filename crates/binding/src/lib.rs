@@ -10,6 +10,7 @@ mod args;
 mod cache;
 mod check;
 mod claims;
+mod codec;
 mod convert;
 mod core;
 mod decode;
@@ -59,6 +60,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pyobj::set_registry, m)?)?;
     m.add_function(wrap_pyfunction!(claim_fanout, m)?)?;
     m.add_function(wrap_pyfunction!(platform_backends, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::encode_value, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::decode_value, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::encode_key, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::decode_key, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -35,6 +35,7 @@ mod jobs;
 mod queue;
 
 // The public modules keep their paths from before the layers.
+pub use format::frame;
 pub use format::value;
 pub use os::platform;
 

@@ -7,7 +7,9 @@
 //! | `kind` | the `kind` column: how a payload's bytes are read |
 //! | `key` | keys and their stored forms |
 //! | `stored` | values as written and read back, with their checksum |
+//! | [`frame`] | one value or key as a self-describing byte string, for stores without columns (D-058) |
 
+pub mod frame;
 pub(crate) mod key;
 pub(crate) mod kind;
 pub(crate) mod stored;
