@@ -9,6 +9,7 @@ that survive a worker's crash.
 from __future__ import annotations
 
 from ._core import __version__
+from ._open import open
 from .caches import Caches
 from .claims import (
     COMPUTING,
@@ -103,6 +104,7 @@ __all__ = [
     "barrier",
     "memoize_stampede",
     "migrate",
+    "open",
     "compute_once",
     "get_or_compute",
     "register_type",

@@ -1,0 +1,297 @@
+"""The Lua scripts of the Redis backend (D-058), each registered once per client and called by
+its SHA (redis-py's ``register_script``: EVALSHA, and SCRIPT LOAD on NOSCRIPT).
+
+Every script gets ``KEYS[1]``, the namespace's index key (so a cluster routes it to the
+namespace's slot), and ``ARGV[1]``, the namespace's key prefix ``dco:{<namespace>}:``. Every
+key a script touches starts with that prefix, so every key of one namespace hashes to one slot
+and no script crosses slots. The layout, under the prefix ``B``:
+
+* ``B..'e:'..member``: HASH of one entry: ``v`` the value's frame (the engine's codec), ``e``
+  its expiry in ms since the epoch (absent: never), ``r`` its revision; PEXPIREAT at ``e``.
+* ``B..'i'``: ZSET of every member, scored by the revision that created it (insertion order).
+* ``B..'x'``: ZSET of the members with an expiry, scored by it.
+* ``B..'t'``: HASH member -> tag frame; ``B..'g:'..tag``: SET of the members with that tag.
+* ``B..'Q:'..qid``: ZSET of a queue's item numbers (member and score the 15-digit number).
+* ``B..'w:'..qid``: LIST of wake-up tokens, one per push, for blocked pulls (BLPOP).
+* ``B..'r'``: the revision counter; ``B..'s'``: HASH of the statistics (``on``, hits, misses).
+
+A member is ``'k:'`` and the key's frame, or, for a key of the D-054 queue shape,
+``'q:'..qid..':'..number`` (``qid`` is ``'i'`` for int keys, ``'s'`` and the prefix for str).
+"""
+
+from __future__ import annotations
+
+PRELUDE = r"""
+local B = ARGV[1]
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function live(member, now)
+  local f = redis.call('HMGET', B .. 'e:' .. member, 'v', 'e', 'r')
+  if not f[1] then return nil end
+  if f[2] and tonumber(f[2]) <= now then return nil end
+  return f
+end
+local function tag_of(member)
+  return redis.call('HGET', B .. 't', member) or ''
+end
+local function remove(member)
+  redis.call('DEL', B .. 'e:' .. member)
+  local indexed = redis.call('ZREM', B .. 'i', member)
+  redis.call('ZREM', B .. 'x', member)
+  local tag = redis.call('HGET', B .. 't', member)
+  if tag then
+    redis.call('SREM', B .. 'g:' .. tag, member)
+    redis.call('HDEL', B .. 't', member)
+  end
+  local qid, num = string.match(member, '^q:(.*):(%d+)$')
+  if qid then redis.call('ZREM', B .. 'Q:' .. qid, num) end
+  return indexed
+end
+local function store(member, v, e, tag)
+  local ek = B .. 'e:' .. member
+  local old = redis.call('HGET', B .. 't', member)
+  if old then
+    redis.call('SREM', B .. 'g:' .. old, member)
+    redis.call('HDEL', B .. 't', member)
+  end
+  redis.call('DEL', ek)
+  local r = redis.call('INCR', B .. 'r')
+  if e ~= '' then
+    redis.call('HSET', ek, 'v', v, 'e', e, 'r', r)
+    redis.call('PEXPIREAT', ek, e)
+    redis.call('ZADD', B .. 'x', e, member)
+  else
+    redis.call('HSET', ek, 'v', v, 'r', r)
+    redis.call('ZREM', B .. 'x', member)
+  end
+  redis.call('ZADD', B .. 'i', 'NX', r, member)
+  if tag ~= '' then
+    redis.call('HSET', B .. 't', member, tag)
+    redis.call('SADD', B .. 'g:' .. tag, member)
+  end
+  local qid, num = string.match(member, '^q:(.*):(%d+)$')
+  if qid then redis.call('ZADD', B .. 'Q:' .. qid, num, num) end
+  return r
+end
+local function expiry(now, ms)
+  if ms == '' then return '' end
+  return tostring(now + math.floor(tonumber(ms)))
+end
+local function cull(now, limit)
+  local gone = redis.call('ZRANGEBYSCORE', B .. 'x', '-inf', now, 'LIMIT', 0, limit)
+  for _, m in ipairs(gone) do remove(m) end
+  return #gone
+end
+local CULL = 10
+"""
+
+# ARGV: B, member, count statistics ('1'/'0'). -> {v, e, tag} or false
+GET = r"""
+local now = now_ms()
+local f = live(ARGV[2], now)
+if redis.call('HGET', B .. 's', 'on') == '1' then
+  redis.call('HINCRBY', B .. 's', f and 'hits' or 'misses', 1)
+end
+if not f then return false end
+return {f[1], f[2] or '', tag_of(ARGV[2])}
+"""
+
+# ARGV: B, member -> {v, r} or false (the version incr replaces)
+GET_REVISION = r"""
+local f = live(ARGV[2], now_ms())
+if not f then return false end
+return {f[1], f[3]}
+"""
+
+# ARGV: B, member, revision ('' = absent), v -> 1 if replaced
+REPLACE = r"""
+local now = now_ms()
+local f = live(ARGV[2], now)
+if ARGV[3] == '' then
+  if f then return 0 end
+  store(ARGV[2], ARGV[4], '', '')
+  return 1
+end
+if not f or f[3] ~= ARGV[3] then return 0 end
+local r = redis.call('INCR', B .. 'r')
+redis.call('HSET', B .. 'e:' .. ARGV[2], 'v', ARGV[4], 'r', r)
+return 1
+"""
+
+# ARGV: B, member, v, expire ms ('' = never), tag ('' = none), only if absent ('1'/'0') -> 1/0
+SET = r"""
+local now = now_ms()
+cull(now, CULL)
+if ARGV[6] == '1' and live(ARGV[2], now) then return 0 end
+store(ARGV[2], ARGV[3], expiry(now, ARGV[4]), ARGV[5])
+return 1
+"""
+
+# ARGV: B, expire ms, tag, member1, v1, member2, v2, ...
+SET_MANY = r"""
+local now = now_ms()
+cull(now, CULL)
+local e = expiry(now, ARGV[2])
+for i = 4, #ARGV, 2 do store(ARGV[i], ARGV[i + 1], e, ARGV[3]) end
+return 1
+"""
+
+# ARGV: B, member... -> number of live entries removed
+DELETE = r"""
+local now = now_ms()
+local n = 0
+for i = 2, #ARGV do
+  if live(ARGV[i], now) then n = n + 1 end
+  remove(ARGV[i])
+end
+return n
+"""
+
+# ARGV: B, member -> {v, e, tag} or false
+POP = r"""
+local f = live(ARGV[2], now_ms())
+local tag = tag_of(ARGV[2])
+remove(ARGV[2])
+if not f then return false end
+return {f[1], f[2] or '', tag}
+"""
+
+# ARGV: B, member... -> {v or false, ...}
+GET_MANY = r"""
+local now = now_ms()
+local out = {}
+for i = 2, #ARGV do
+  local f = live(ARGV[i], now)
+  out[i - 1] = f and f[1] or false
+end
+return out
+"""
+
+# ARGV: B, member, expire ms ('' = never) -> 1 if the key was there
+TOUCH = r"""
+local now = now_ms()
+if not live(ARGV[2], now) then return 0 end
+local ek = B .. 'e:' .. ARGV[2]
+local e = expiry(now, ARGV[3])
+if e == '' then
+  redis.call('HDEL', ek, 'e')
+  redis.call('PERSIST', ek)
+  redis.call('ZREM', B .. 'x', ARGV[2])
+else
+  redis.call('HSET', ek, 'e', e)
+  redis.call('PEXPIREAT', ek, e)
+  redis.call('ZADD', B .. 'x', e, ARGV[2])
+end
+return 1
+"""
+
+# ARGV: B, now ms ('' = the server's), limit -> number removed
+EXPIRE = r"""
+local now = ARGV[2] == '' and now_ms() or tonumber(ARGV[2])
+return cull(now, tonumber(ARGV[3]))
+"""
+
+# ARGV: B, tag, limit -> number removed
+EVICT = r"""
+local members = redis.call('SRANDMEMBER', B .. 'g:' .. ARGV[2], tonumber(ARGV[3]))
+for _, m in ipairs(members) do remove(m) end
+return #members
+"""
+
+# ARGV: B, limit -> number removed
+CLEAR = r"""
+local members = redis.call('ZRANGE', B .. 'i', 0, tonumber(ARGV[2]) - 1)
+for _, m in ipairs(members) do remove(m) end
+return #members
+"""
+
+# ARGV: B, enable ('1'/'0'), reset ('1'/'0') -> {hits, misses} before a reset
+STATS = r"""
+local s = B .. 's'
+local hits = tonumber(redis.call('HGET', s, 'hits') or '0')
+local misses = tonumber(redis.call('HGET', s, 'misses') or '0')
+redis.call('HSET', s, 'on', ARGV[2])
+if ARGV[3] == '1' then redis.call('HSET', s, 'hits', 0, 'misses', 0) end
+return {hits, misses}
+"""
+
+# ARGV: B, qid, side ('back'/'front'), v, expire ms, tag -> the 15-digit number, or an error
+# reply 'DCO_OVERFLOW' when the side has used every number (D-057)
+PUSH = r"""
+local now = now_ms()
+cull(now, CULL)
+local qid = ARGV[2]
+local q = B .. 'Q:' .. qid
+local n = 500000000000000
+if ARGV[3] == 'back' then
+  local last = redis.call('ZRANGE', q, -1, -1, 'WITHSCORES')
+  if #last > 0 then n = tonumber(last[2]) + 1 end
+else
+  local first = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
+  if #first > 0 then n = tonumber(first[2]) - 1 end
+end
+if n > 999999999999999 or n < 0 then return redis.error_reply('DCO_OVERFLOW') end
+local num = string.format('%015d', n)
+store('q:' .. qid .. ':' .. num, ARGV[4], expiry(now, ARGV[5]), ARGV[6])
+local w = B .. 'w:' .. qid
+redis.call('RPUSH', w, '1')
+redis.call('LTRIM', w, -64, -1)
+redis.call('PEXPIRE', w, 60000)
+return num
+"""
+
+# ARGV: B, qid, side -> {number, v, e, r, tag} of the first live item from that side, or false.
+# Expired items are passed over and left in place (D-037).
+PEEK = r"""
+local now = now_ms()
+local qid = ARGV[2]
+local q = B .. 'Q:' .. qid
+local start = 0
+while true do
+  local nums
+  if ARGV[3] == 'front' then
+    nums = redis.call('ZRANGE', q, start, start + 99)
+  else
+    nums = redis.call('ZREVRANGE', q, start, start + 99)
+  end
+  if #nums == 0 then return false end
+  for _, num in ipairs(nums) do
+    local member = 'q:' .. qid .. ':' .. num
+    local f = live(member, now)
+    if f then return {num, f[1], f[2] or '', f[3], tag_of(member)} end
+  end
+  start = start + 100
+end
+"""
+
+# ARGV: B, member, revision -> 1 if that version of the item was there and is now removed
+TAKE = r"""
+local f = live(ARGV[2], now_ms())
+if not f or f[3] ~= ARGV[3] then return 0 end
+remove(ARGV[2])
+return 1
+"""
+
+SCRIPTS = {
+    name: PRELUDE + body
+    for name, body in {
+        "get": GET,
+        "get_revision": GET_REVISION,
+        "replace": REPLACE,
+        "set": SET,
+        "set_many": SET_MANY,
+        "delete": DELETE,
+        "pop": POP,
+        "get_many": GET_MANY,
+        "touch": TOUCH,
+        "expire": EXPIRE,
+        "evict": EVICT,
+        "clear": CLEAR,
+        "stats": STATS,
+        "push": PUSH,
+        "peek": PEEK,
+        "take": TAKE,
+    }.items()
+}
