@@ -32,9 +32,17 @@ def namespace() -> str:
     return "t" + uuid.uuid4().hex[:12]
 
 
+@pytest.fixture(params=["server", "cluster"])
+def url(request: pytest.FixtureRequest) -> str:
+    """A single server's URL, then a three-master cluster's: each test that takes it runs on
+    both."""
+    name = "own_redis_url" if request.param == "server" else "own_cluster_url"
+    return str(request.getfixturevalue(name))
+
+
 @pytest.fixture
-def cache(own_redis_url: str, namespace: str) -> Any:
-    with RedisCache(own_redis_url, namespace=namespace) as handle:
+def cache(url: str, namespace: str) -> Any:
+    with RedisCache(url, namespace=namespace) as handle:
         yield handle
         handle.clear()
 
@@ -141,14 +149,14 @@ class SameOnBoth(RuleBasedStateMachine):
             )
 
 
-def test_the_same_calls_give_the_same_results(own_redis_url: str) -> None:
-    SameOnBoth.url = own_redis_url
+def test_the_same_calls_give_the_same_results(url: str) -> None:
+    machine = type("SameOnBothHere", (SameOnBoth,), {"url": url})
     run = settings(
         max_examples=40,
         stateful_step_count=40,
         deadline=None,
         suppress_health_check=list(HealthCheck),
-    )(SameOnBoth)
+    )(machine)
     run.TestCase().runTest()
 
 
@@ -271,11 +279,11 @@ class Point:
         return isinstance(other, Point) and other.x == self.x
 
 
-def test_a_pickle_is_refused_without_pickle_true(own_redis_url: str, namespace: str) -> None:
-    safe = RedisCache(own_redis_url, namespace=namespace)
+def test_a_pickle_is_refused_without_pickle_true(url: str, namespace: str) -> None:
+    safe = RedisCache(url, namespace=namespace)
     with pytest.raises(dco.UnsupportedTypeError):
         safe.set("p", Point(1))
-    trusting = RedisCache(own_redis_url, namespace=namespace, pickle=True)
+    trusting = RedisCache(url, namespace=namespace, pickle=True)
     trusting.set("p", Point(1))
     trusting.push(Point(2), prefix="q")
     assert trusting.get("p") == Point(1)
@@ -284,7 +292,7 @@ def test_a_pickle_is_refused_without_pickle_true(own_redis_url: str, namespace: 
     with pytest.raises(dco.UnsafeValueError):
         safe.pull(prefix="q")
     assert trusting.peek(prefix="q") == ("q-500000000000000", Point(2))  # left for a reader
-    assert RedisCache(own_redis_url, namespace=namespace, on_decode_error="miss").get("p") is None
+    assert RedisCache(url, namespace=namespace, on_decode_error="miss").get("p") is None
     safe.clear()
 
 
@@ -376,14 +384,14 @@ def test_without_redis_py_the_package_imports_and_open_says_what_to_install() ->
 
 
 @pytest.mark.slow
-def test_two_processes_pull_each_item_exactly_once(own_redis_url: str, namespace: str) -> None:
-    cache = RedisCache(own_redis_url, namespace=namespace)
+def test_two_processes_pull_each_item_exactly_once(url: str, namespace: str) -> None:
+    cache = RedisCache(url, namespace=namespace)
     pushed = {cache.push(n) for n in range(2000)}
     from redis_workers import drain
 
     ctx = multiprocessing.get_context("spawn")
     out, ready, start = ctx.Queue(), ctx.Semaphore(0), ctx.Event()
-    args = (own_redis_url, namespace, out, ready, start)
+    args = (url, namespace, out, ready, start)
     workers = [ctx.Process(target=drain, args=args) for _ in "ab"]
     for worker in workers:
         worker.start()
@@ -399,18 +407,16 @@ def test_two_processes_pull_each_item_exactly_once(own_redis_url: str, namespace
     cache.clear()
 
 
-def test_a_blocked_pull_is_woken_by_a_push_from_another_process(
-    own_redis_url: str, namespace: str
-) -> None:
+def test_a_blocked_pull_is_woken_by_a_push_from_another_process(url: str, namespace: str) -> None:
     from redis_workers import blocked_pull
 
     ctx = multiprocessing.get_context("spawn")
     out, ready = ctx.Queue(), ctx.Event()
-    worker = ctx.Process(target=blocked_pull, args=(own_redis_url, namespace, out, ready))
+    worker = ctx.Process(target=blocked_pull, args=(url, namespace, out, ready))
     worker.start()
     assert ready.wait(30)
     time.sleep(0.5)  # the worker is blocked on the server by now
-    cache = RedisCache(own_redis_url, namespace=namespace)
+    cache = RedisCache(url, namespace=namespace)
     pushed_at = time.monotonic()
     cache.push({"job": 1}, prefix="jobs")
     try:
@@ -422,3 +428,19 @@ def test_a_blocked_pull_is_woken_by_a_push_from_another_process(
     assert waited < 20
     worker.join(10)
     assert cache.peek(prefix="jobs") == (None, None)
+
+
+def test_a_namespace_lives_in_one_cluster_slot(own_cluster_url: str, namespace: str) -> None:
+    import redis.cluster
+
+    cache = RedisCache(own_cluster_url, namespace=namespace)
+    cache.set("a", 1, tag="t", expire=100)
+    cache.set(("tuple", 2), 2)
+    cache.push("job", prefix="jobs")
+    client = cache.client
+    assert isinstance(client, redis.cluster.RedisCluster)
+    keys = client.keys(target_nodes=redis.cluster.RedisCluster.ALL_NODES)
+    mine = [key for key in keys if key.startswith(cache._base)]
+    assert len(mine) >= 6  # entries, index, expiries, tags, the queue, its wake-up list
+    assert len({client.keyslot(key) for key in mine}) == 1
+    cache.clear()
