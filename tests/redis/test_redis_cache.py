@@ -444,3 +444,26 @@ def test_a_namespace_lives_in_one_cluster_slot(own_cluster_url: str, namespace: 
     assert len(mine) >= 6  # entries, index, expiries, tags, the queue, its wake-up list
     assert len({client.keyslot(key) for key in mine}) == 1
     cache.clear()
+
+
+CALLS = (
+    "get set add delete pop incr decr touch expire evict get_many set_many delete_many memoize "
+    "iterkeys stats clear read push pull peek cull transact __getitem__ __setitem__ "
+    "__delitem__ __contains__ __len__ __iter__"
+).split()
+
+
+@pytest.mark.parametrize("name", CALLS)
+def test_each_call_has_a_directorys_signature(name: str) -> None:
+    import inspect
+
+    def shape(call: Any) -> list[tuple[str, Any, Any]]:
+        try:
+            params = inspect.signature(call).parameters.values()
+        except ValueError:  # a slot wrapper without a text signature
+            return []
+        return [(p.name, p.kind, p.default) for p in params]
+
+    directory, remote = shape(getattr(dco.Cache, name)), shape(getattr(RedisCache, name))
+    if directory:
+        assert [(n, d) for n, _, d in directory] == [(n, d) for n, _, d in remote]
