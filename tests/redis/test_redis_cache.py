@@ -206,6 +206,12 @@ def test_expiry_and_the_bulk_removal(cache: RedisCache) -> None:
     assert cache.pull(prefix="q") == ("q-500000000000001", "kept")
     cache.set("later", 1, expire=1000)
     assert cache.expire(now=time.time() + 2000) == 1
+    cache.set("far", 1, expire=10**12)  # beyond 14 significant digits of ms
+    assert cache.get("far", expire_time=True)[1] > time.time() + 10**11
+    cache.set("forever", 1, expire=float("inf"))
+    assert cache.get("forever", expire_time=True) == (1, None)
+    with pytest.raises(ValueError, match="NaN"):
+        cache.set("nan", 1, expire=float("nan"))
 
 
 def test_tags_stats_memoize_and_clear(cache: RedisCache) -> None:
@@ -292,7 +298,9 @@ def test_a_pickle_is_refused_without_pickle_true(url: str, namespace: str) -> No
     with pytest.raises(dco.UnsafeValueError):
         safe.pull(prefix="q")
     assert trusting.peek(prefix="q") == ("q-500000000000000", Point(2))  # left for a reader
-    assert RedisCache(url, namespace=namespace, on_decode_error="miss").get("p") is None
+    missing = RedisCache(url, namespace=namespace, on_decode_error="miss")
+    assert missing.get("p") is None and missing.pull(prefix="q") == (None, None)
+    assert trusting.pull(prefix="q") == ("q-500000000000000", Point(2))
     safe.clear()
 
 

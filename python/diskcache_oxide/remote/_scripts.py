@@ -77,7 +77,7 @@ local function store(member, v, e, tag)
 end
 local function expiry(now, ms)
   if ms == '' then return '' end
-  return tostring(now + math.floor(tonumber(ms)))
+  return string.format('%d', now + math.floor(tonumber(ms)))
 end
 local function cull(now, limit)
   local gone = redis.call('ZRANGEBYSCORE', B .. 'x', '-inf', now, 'LIMIT', 0, limit)

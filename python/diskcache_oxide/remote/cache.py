@@ -25,7 +25,7 @@ from .. import _core
 from .._api import missed, shaped
 from .._seconds import ANY, Rule, seconds
 from ..core import ENOVAL, Memoized, memoize_on
-from ..errors import CacheError, CorruptValueError
+from ..errors import CacheError, CorruptValueError, DecodeError
 from ._scripts import SCRIPTS
 
 __all__ = ["RedisCache", "UnsupportedError"]
@@ -56,13 +56,23 @@ class UnsupportedError(CacheError, NotImplementedError):
     alternative."""
 
 
+#: The furthest expiry the scripts store, in ms from now (about 285,000 years): a longer one is
+#: never (a Lua number is a double, exact up to 2**53).
+_FURTHEST = 2.0**53 / 1000
+
+
 def _ms(expire: float | None) -> str:
-    """An expiry in seconds from now as the scripts take it: milliseconds, '' for never."""
+    """An expiry in seconds from now as the scripts take it: milliseconds, '' for never.
+
+    :raises ValueError: for NaN, as a directory refuses it
+    """
     if expire is None:
         return ""
-    if math.isinf(expire):
-        return "" if expire > 0 else str(-(10**15))
-    return repr(expire * 1000.0)
+    if math.isnan(expire):
+        raise ValueError("expire must be None or a number of seconds other than NaN, not nan")
+    if expire >= _FURTHEST:
+        return ""
+    return str(int(max(expire, -_FURTHEST) * 1000.0))
 
 
 def _side(side: object) -> str:
@@ -542,7 +552,14 @@ class RedisCache:
                     log.warning("diskcache_oxide: removed the damaged queue item %r", key)
                     continue
                 raise
-            # Any other decode error raises and leaves the item for a worker that can read it.
+            except DecodeError:
+                # A pickle on a pickle=False cache, a type this process has not registered: the
+                # item stays for a worker that can read it; this one raises, or with
+                # on_decode_error='miss' gets the default.
+                if self._on_decode_error == "miss":
+                    log.warning("diskcache_oxide: cannot decode the queue item %r", key)
+                    return None
+                raise
             if not take or self._run("take", member, revision):
                 return key, value, self._expires(expires), self._untag(tagged)
             # Another worker took that version first: that is its progress; look again.
