@@ -130,6 +130,26 @@ class SameOnBoth(RuleBasedStateMachine):
     def peek(self, prefix: Any, side: Any) -> None:
         both(self, "peek", prefix=prefix, side=side)
 
+    @rule(values=st.lists(VALUES, max_size=3), prefix=PREFIXES, side=SIDES)
+    def push_many(self, values: list[Any], prefix: Any, side: Any) -> None:
+        both(self, "push_many", values, prefix=prefix, side=side)
+
+    @rule(n=st.integers(0, 3), prefix=PREFIXES, side=SIDES, tag=st.booleans())
+    def pull_many(self, n: int, prefix: Any, side: Any, tag: bool) -> None:
+        both(self, "pull_many", n, prefix=prefix, side=side, tag=tag)
+
+    @rule(last=st.booleans(), tag=st.booleans())
+    def peekitem(self, last: bool, tag: bool) -> None:
+        both(self, "peekitem", last, tag=tag)
+
+    @rule(pairs=st.lists(st.tuples(KEYS, VALUES), max_size=3), tag=TAGS)
+    def set_many(self, pairs: list[tuple[Any, Any]], tag: Any) -> None:
+        both(self, "set_many", pairs, tag=tag)
+
+    @rule()
+    def clear(self) -> None:
+        both(self, "clear")
+
     @rule(tag=TAGS)
     def evict(self, tag: Any) -> None:
         both(self, "evict", tag)
@@ -152,7 +172,7 @@ class SameOnBoth(RuleBasedStateMachine):
 def test_the_same_calls_give_the_same_results(url: str) -> None:
     machine = type("SameOnBothHere", (SameOnBoth,), {"url": url})
     run = settings(
-        max_examples=40,
+        max_examples=60,
         stateful_step_count=40,
         deadline=None,
         suppress_health_check=list(HealthCheck),
@@ -456,7 +476,8 @@ def test_a_namespace_lives_in_one_cluster_slot(own_cluster_url: str, namespace: 
 
 CALLS = (
     "get set add delete pop incr decr touch expire evict get_many set_many delete_many memoize "
-    "iterkeys stats clear read push pull peek cull transact __getitem__ __setitem__ "
+    "iterkeys stats clear read push pull peek cull transact push_many pull_many peekitem "
+    "__getitem__ __setitem__ "
     "__delitem__ __contains__ __len__ __iter__"
 ).split()
 

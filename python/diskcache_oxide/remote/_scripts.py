@@ -217,29 +217,61 @@ if ARGV[3] == '1' then redis.call('HSET', s, 'hits', 0, 'misses', 0) end
 return {hits, misses}
 """
 
-# ARGV: B, qid, side ('back'/'front'), v, expire ms, tag -> the 15-digit number, or an error
-# reply 'DCO_OVERFLOW' when the side has used every number (D-057)
+# ARGV: B, qid, side ('back'/'front'), expire ms, tag, v1, v2, ... -> the 15-digit numbers, in
+# order, or the error reply 'DCO_OVERFLOW' (and nothing written) when the side would run out of
+# numbers (D-057)
 PUSH = r"""
 local now = now_ms()
 cull(now, CULL)
 local qid = ARGV[2]
 local q = B .. 'Q:' .. qid
+local count = #ARGV - 5
 local n = 500000000000000
+local step = 1
 if ARGV[3] == 'back' then
   local last = redis.call('ZRANGE', q, -1, -1, 'WITHSCORES')
   if #last > 0 then n = tonumber(last[2]) + 1 end
 else
+  step = -1
   local first = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
   if #first > 0 then n = tonumber(first[2]) - 1 end
 end
-if n > 999999999999999 or n < 0 then return redis.error_reply('DCO_OVERFLOW') end
-local num = string.format('%015d', n)
-store('q:' .. qid .. ':' .. num, ARGV[4], expiry(now, ARGV[5]), ARGV[6])
+local final = n + step * (count - 1)
+if n > 999999999999999 or n < 0 or final > 999999999999999 or final < 0 then
+  return redis.error_reply('DCO_OVERFLOW')
+end
+local e = expiry(now, ARGV[4])
+local out = {}
+for i = 1, count do
+  local num = string.format('%015d', n)
+  store('q:' .. qid .. ':' .. num, ARGV[5 + i], e, ARGV[5])
+  out[i] = num
+  n = n + step
+end
 local w = B .. 'w:' .. qid
-redis.call('RPUSH', w, '1')
+for i = 1, math.min(count, 64) do redis.call('RPUSH', w, '1') end
 redis.call('LTRIM', w, -64, -1)
 redis.call('PEXPIRE', w, 60000)
-return num
+return out
+"""
+
+# ARGV: B, last ('1'/'0') -> {member, v, e, tag} of the first or last live entry in insertion
+# order, or false; expired entries met on the way are removed (as a directory's peekitem does)
+PEEKITEM = r"""
+local now = now_ms()
+while true do
+  local found
+  if ARGV[2] == '1' then
+    found = redis.call('ZRANGE', B .. 'i', -1, -1)
+  else
+    found = redis.call('ZRANGE', B .. 'i', 0, 0)
+  end
+  if #found == 0 then return false end
+  local member = found[1]
+  local f = live(member, now)
+  if f then return {member, f[1], f[2] or '', tag_of(member)} end
+  remove(member)
+end
 """
 
 # ARGV: B, qid, side -> {number, v, e, r, tag} of the first live item from that side, or false.
@@ -291,6 +323,7 @@ SCRIPTS = {
         "clear": CLEAR,
         "stats": STATS,
         "push": PUSH,
+        "peekitem": PEEKITEM,
         "peek": PEEK,
         "take": TAKE,
     }.items()

@@ -515,11 +515,35 @@ class RedisCache:
 
         :raises OverflowError: if that side has used every number (D-057)
         """
+        return self._push([self._payload(value, read)], prefix, side, expire, tag)[0]
+
+    def push_many(
+        self,
+        values: Iterable[Any],
+        prefix: str | None = None,
+        side: _Side = "back",
+        expire: float | None = None,
+        tag: _Tag = None,
+        retry: bool = False,
+    ) -> list[Any]:
+        """Push several values in one script, in order; their keys. All or nothing: an
+        :class:`OverflowError` writes none of them."""
+        data = [self._encode(value) for value in values]
+        return self._push(data, prefix, side, expire, tag) if data else []
+
+    def _push(
+        self,
+        data: list[bytes],
+        prefix: str | None,
+        side: object,
+        expire: float | None,
+        tag: _Tag = None,
+    ) -> list[Any]:
         where = _side(side)
         ms = _ms(seconds(expire, "expire", _EXPIRE))
-        data = self._payload(value, read)
+        qid = self._qid(prefix)
         try:
-            number = self._run("push", self._qid(prefix), where, data, ms, self._tag(tag))
+            numbers = self._run("push", qid, where, ms, self._tag(tag), *data)
         except redis.ResponseError as error:
             if "DCO_OVERFLOW" not in str(error):
                 raise
@@ -528,7 +552,7 @@ class RedisCache:
                 f'the queue "{queue}" has used every number at its {where} end (500 trillion '
                 "pushes); nothing was overwritten. Drain it and start a new prefix"
             ) from None
-        return self._item_key(prefix, number)
+        return [self._item_key(prefix, number) for number in numbers]
 
     def _first(
         self, prefix: str | None, side: str, take: bool
@@ -608,6 +632,51 @@ class RedisCache:
             return missed(default, expire_time, tag)
         key, value, expires, tagged = item
         return shaped((key, value), expires, tagged, expire_time, tag)
+
+    def pull_many(
+        self,
+        n: int,
+        prefix: str | None = None,
+        side: _Side = "front",
+        expire_time: bool = False,
+        tag: bool = False,
+        retry: bool = False,
+        timeout: float | None = None,
+    ) -> list[Any]:
+        """Take up to ``n`` items from ``side``, each exactly once (one script per item, not
+        one transaction: D-058); with ``timeout``, wait while there are none."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"n must be an int >= 0, not {n!r}")
+        out: list[Any] = []
+        if n == 0:
+            return out
+        first = self.pull(prefix, ENOVAL, side, expire_time, tag, timeout=timeout)
+        if first is ENOVAL or (isinstance(first, tuple) and first[0] is ENOVAL):
+            return out
+        out.append(first)
+        while len(out) < n:
+            item = self._first(prefix, _side(side), take=True)
+            if item is None:
+                break
+            key, value, expires, tagged = item
+            out.append(shaped((key, value), expires, tagged, expire_time, tag))
+        return out
+
+    def peekitem(
+        self,
+        last: bool = True,
+        expire_time: bool = False,
+        tag: bool = False,
+        retry: bool = False,
+    ) -> Any:
+        """The last (or first) entry in insertion order as ``(key, value)``, left in place;
+        expired entries met on the way are removed. :raises KeyError: if there is none"""
+        found = self._run("peekitem", "1" if last else "0")
+        if found is None:
+            raise KeyError("dictionary is empty")
+        member, data, expires, tagged = found
+        item = (self._key(member), self._decode(data))
+        return shaped(item, self._expires(expires), self._untag(tagged), expire_time, tag)
 
 
 def open_client(url: str, timeout: float = 60.0) -> Any:
