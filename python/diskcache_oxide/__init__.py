@@ -9,7 +9,7 @@ that survive a worker's crash.
 from __future__ import annotations
 
 from ._core import __version__
-from ._open import open
+from ._open import open as open  # not in __all__: a star import keeps the builtin
 from .caches import Caches
 from .claims import (
     COMPUTING,
@@ -104,7 +104,6 @@ __all__ = [
     "barrier",
     "memoize_stampede",
     "migrate",
-    "open",
     "compute_once",
     "get_or_compute",
     "register_type",

@@ -496,3 +496,37 @@ def test_each_call_has_a_directorys_signature(name: str) -> None:
     directory, remote = shape(getattr(dco.Cache, name)), shape(getattr(RedisCache, name))
     if directory:
         assert [(n, d) for n, _, d in directory] == [(n, d) for n, _, d in remote]
+
+
+def test_a_blocked_pull_stays_inside_a_short_socket_timeout(own_redis_url: str) -> None:
+    client = redis.Redis.from_url(own_redis_url, socket_timeout=0.3)
+    cache = RedisCache(client, namespace="short-" + uuid.uuid4().hex[:8])
+    began = time.monotonic()
+    assert cache.pull(timeout=1.0) == (None, None)  # no TimeoutError from the socket
+    assert 0.9 < time.monotonic() - began < 3
+
+
+def test_the_seed_pages_cancelling_and_priorities(cache: RedisCache) -> None:
+    for episode in (520, 521):
+        cache.push({"episode": episode}, prefix="transcode", tag="upload:batch-7")
+    cache.push({"episode": 522}, prefix="transcode")
+    assert cache.evict("upload:batch-7") == 2
+    assert cache.pull(prefix="transcode") == ("transcode-500000000000002", {"episode": 522})
+    cache.push({"to": "sam@example.com"}, prefix="email")
+    cache.push({"episode": 515}, prefix="transcode")
+    cache.push({"episode": 516}, prefix="urgent")
+    taken = []
+    while True:
+        for queue in ("urgent", "transcode", "email"):
+            key, job = cache.pull(prefix=queue)
+            if key is not None:
+                taken.append((queue, job))
+                break
+        else:
+            break
+    assert taken == [
+        ("urgent", {"episode": 516}),
+        ("transcode", {"episode": 515}),
+        ("email", {"to": "sam@example.com"}),
+    ]
+    assert "open" not in dco.__all__ and callable(dco.open)  # a star import keeps the builtin

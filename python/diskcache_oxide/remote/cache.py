@@ -133,6 +133,11 @@ class RedisCache:
         if kwargs.get("decode_responses"):
             raise ValueError("RedisCache needs a client made with decode_responses=False")
         self._client: Any = client
+        # A blocked pull's BLPOP must return before the client's socket timeout fires.
+        socket_timeout = kwargs.get("socket_timeout")
+        self._slice = _SLICE
+        if isinstance(socket_timeout, (int, float)) and socket_timeout > 0:
+            self._slice = max(0.01, min(_SLICE, socket_timeout / 2))
         self._namespace = namespace
         self._pickle = bool(pickle)
         self._on_decode_error = on_decode_error
@@ -615,7 +620,7 @@ class RedisCache:
             left = deadline - time.monotonic()
             if left <= 0:
                 return missed(default, expire_time, tag)
-            self._client.blpop([wake], timeout=min(left, _SLICE))
+            self._client.blpop([wake], timeout=min(left, self._slice))
 
     def peek(
         self,
