@@ -7,14 +7,15 @@ export PYO3_PYTHON := $(abspath $(BIN)/python)
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: demo test check bench build lint api rust-test py-test portable-test upstream-test wheel-check soak clean
+.PHONY: demo test check bench build lint api rust-test py-test portable-test upstream-test wheel-check soak clean redis redis-test
 
 demo: build
 	$(BIN)/python examples/queue_demo.py
 	$(BIN)/python examples/demo.py
 
-# `browser` first: py-test runs the browser tests of tests/reader and tests/dashboard too.
-test: lint rust-test browser py-test portable-test upstream-test wheel-check
+# `browser` and `redis` first: py-test runs the browser tests of tests/reader and tests/dashboard
+# too, and the Redis backend's tests (tests/redis) on servers of their own.
+test: lint rust-test browser redis py-test portable-test upstream-test wheel-check
 
 # The inner loop: the lints of `make lint`, then the Python tests not marked slow (the slow ones
 # spawn many processes or run many generated examples). `make test` still runs every test.
@@ -97,6 +98,18 @@ bench: build
 docs: build
 	@test -x $(BIN)/mkdocs || { echo "make docs: mkdocs needs Python 3.11 or newer"; exit 1; }
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# Debian's redis-server (and redis-cli), for the Redis backend's tests; installed if missing. The
+# tests start their own servers and clusters on 127.0.0.1 (tests/helpers/redis_servers.py); the
+# package's own service is not used.
+redis:
+	bash tests/helpers/setup_redis.sh
+
+# The Redis backend's tests (tests/redis): installs redis-server first if missing. If it cannot
+# be installed, the tests that need a server are skipped, saying why.
+redis-test: build
+	bash tests/helpers/setup_redis.sh || echo "redis-test: no redis-server; its tests will be skipped"
+	$(BIN)/python -m pytest tests/redis
 
 # The reader app (examples/reader): its web app and queue worker on 127.0.0.1, sharing
 # READER_DIR; prints the address (port READER_PORT, default 8000, or a free one). Ctrl-C stops it.

@@ -22,6 +22,10 @@ The folders name concerns:
 - ``docs``: every code block of the docs and the README runs as written.
 - ``benches``: the benchmarks run end to end.
 - ``crosslang``: values written from Python read by Rust programs through the engine, and back.
+- ``redis``: the Redis backend (issue 21), on real servers started by the tests: the fixtures
+  ``redis_server``, ``redis_cluster``, ``redis_url``, ``redis_cluster_url``, ``make_redis_server``
+  and ``make_redis_cluster`` below (``helpers/redis_servers.py``). They skip, saying why, where
+  redis-server is missing: ``make redis`` installs it.
 
 ``helpers`` holds the shared helpers and the bodies of spawned processes; pytest puts it (and
 ``cli``, ``reader`` and examples/reader) on ``sys.path``: pyproject.toml's ``pythonpath``.
@@ -35,7 +39,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -50,6 +54,9 @@ from hypothesis import settings
 settings.register_profile("repeatable", derandomize=True)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile("explore" if os.environ.get("DCO_HYPOTHESIS") == "explore" else "repeatable")
+
+if TYPE_CHECKING:
+    from redis_servers import RedisCluster, RedisServer
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -141,3 +148,113 @@ def tmpfs() -> Iterator[Callable[[str], str]]:
     for point in mounts:
         subprocess.run(["umount", "-l", point], check=False)
         os.rmdir(point)
+
+
+# Real Redis servers for the Redis backend's tests (tests/helpers/redis_servers.py): on 127.0.0.1,
+# on free random ports, each with its own data directory, stopped by pid. Missing redis-server is
+# the only reason to skip; a server that is there and fails to start fails the test, with its log.
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # Whatever a test started and did not close (the fixtures close theirs); atexit does it too.
+    import sys
+
+    if "redis_servers" in sys.modules:
+        sys.modules["redis_servers"].close_all()
+
+
+def _need_redis() -> None:
+    import redis_servers
+
+    missing = redis_servers.redis_missing()
+    if missing:
+        pytest.skip(missing)  # it names `make redis`
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """One Redis server for the session (``RedisServer``: ``.url``, ``.port``, ``.command()``).
+    Tests that stop, pause or kill a server start their own with ``make_redis_server``."""
+    _need_redis()
+    import redis_servers
+
+    server = redis_servers.RedisServer(name="redis-session")
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisCluster]:
+    """One three-master Redis Cluster for the session, without replicas (``RedisCluster``:
+    ``.urls``, ``.url``, ``.nodes``). Failover tests make their own with ``make_redis_cluster``."""
+    _need_redis()
+    import redis_servers
+
+    cluster = redis_servers.RedisCluster()
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    """The session server's URL (``redis://127.0.0.1:<port>/0``), emptied (FLUSHALL) for this
+    test. A test that paused or killed the session server gets it back running."""
+    if redis_server.paused:
+        redis_server.resume()
+    if not redis_server.alive():
+        redis_server.start()
+    redis_server.flushall()
+    return redis_server.url
+
+
+@pytest.fixture
+def redis_cluster_url(redis_cluster: RedisCluster) -> str:
+    """The session cluster's first master's URL (``redis://127.0.0.1:<port>``; a cluster client
+    finds the others), emptied for this test (FLUSHALL on each master). A cluster that a test
+    left broken is made again, on the same ports."""
+    if not redis_cluster.healthy():
+        redis_cluster.reset()
+    redis_cluster.flushall()
+    return redis_cluster.url
+
+
+@pytest.fixture
+def make_redis_server() -> Iterator[Callable[..., RedisServer]]:
+    """Factory: ``make_redis_server(appendonly=True, ...)`` starts a server of this test's own
+    (``RedisServer``'s settings), closed after the test."""
+    _need_redis()
+    import redis_servers
+
+    started: list[RedisServer] = []
+
+    def factory(**settings: Any) -> RedisServer:
+        server = redis_servers.RedisServer(**settings)
+        started.append(server)
+        return server
+
+    yield factory
+    for server in started:
+        server.close()
+
+
+@pytest.fixture
+def make_redis_cluster() -> Iterator[Callable[..., RedisCluster]]:
+    """Factory: ``make_redis_cluster(replicas=1, ...)`` starts a cluster of this test's own
+    (``RedisCluster``'s settings), closed after the test."""
+    _need_redis()
+    import redis_servers
+
+    started: list[RedisCluster] = []
+
+    def factory(**settings: Any) -> RedisCluster:
+        cluster = redis_servers.RedisCluster(**settings)
+        started.append(cluster)
+        return cluster
+
+    yield factory
+    for cluster in started:
+        cluster.close()

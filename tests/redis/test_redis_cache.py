@@ -2,7 +2,8 @@
 directory ``Cache`` and a ``RedisCache`` give the same results (a state machine over both),
 the queue delivers each item once across processes and blocks on the server, the stored bytes
 are the engine's frames, pickles are refused without ``pickle=True``, and namespaces isolate.
-The server is this folder's own (conftest.py) until the shared fixtures land."""
+The servers are the session's (tests/conftest.py: ``redis_url``, ``redis_cluster_url``):
+every test that takes ``url`` runs on a single server and on a three-master cluster."""
 
 from __future__ import annotations
 
@@ -34,10 +35,11 @@ def namespace() -> str:
 
 @pytest.fixture(params=["server", "cluster"])
 def url(request: pytest.FixtureRequest) -> str:
-    """A single server's URL, then a three-master cluster's: each test that takes it runs on
-    both."""
-    name = "own_redis_url" if request.param == "server" else "own_cluster_url"
-    return str(request.getfixturevalue(name))
+    """The session server's URL, then the session cluster's (``?cluster=1`` makes a
+    RedisCluster client): each test that takes it runs on both."""
+    if request.param == "server":
+        return str(request.getfixturevalue("redis_url"))
+    return str(request.getfixturevalue("redis_cluster_url")) + "?cluster=1"
 
 
 @pytest.fixture
@@ -337,8 +339,8 @@ def test_a_damaged_item_is_removed_and_raises(cache: RedisCache) -> None:
 # ----- isolation and what Redis cannot hold ---------------------------------------------------
 
 
-def test_namespaces_isolate(own_redis_url: str) -> None:
-    client = redis.Redis.from_url(own_redis_url)
+def test_namespaces_isolate(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
     client.set("someone-elses", b"x")
     one = RedisCache(client, namespace="one-" + uuid.uuid4().hex[:8])
     two = RedisCache(client, namespace="two-" + uuid.uuid4().hex[:8])
@@ -357,31 +359,31 @@ def test_namespaces_isolate(own_redis_url: str) -> None:
     client.delete("someone-elses")
 
 
-def test_what_redis_cannot_hold_says_what_to_use(cache: RedisCache, own_redis_url: str) -> None:
+def test_what_redis_cannot_hold_says_what_to_use(cache: RedisCache, redis_url: str) -> None:
     with pytest.raises(UnsupportedError, match="JobQueue"):
         cache.transact()
     with pytest.raises(UnsupportedError, match="maxmemory"):
         cache.cull()
     with pytest.raises(UnsupportedError, match="maxmemory"):
-        RedisCache(own_redis_url, size_limit=2**20)
+        RedisCache(redis_url, size_limit=2**20)
     with pytest.raises(ValueError, match="braces"):
-        RedisCache(own_redis_url, namespace="a{b}")
+        RedisCache(redis_url, namespace="a{b}")
     with pytest.raises(ValueError, match="decode_responses"):
-        RedisCache(redis.Redis.from_url(own_redis_url, decode_responses=True))
+        RedisCache(redis.Redis.from_url(redis_url, decode_responses=True))
 
 
 # ----- open() ---------------------------------------------------------------------------------
 
 
-def test_open_picks_the_backend_from_the_url(tmp_path: Any, own_redis_url: str) -> None:
+def test_open_picks_the_backend_from_the_url(tmp_path: Any, redis_url: str) -> None:
     directory = dco.open(str(tmp_path / "d"), eviction_policy="none")
     assert isinstance(directory, dco.Cache)
     directory.close()
     assert isinstance(dco.open((tmp_path / "e").as_uri()), dco.Cache)
-    remote = dco.open(own_redis_url + "?namespace=opened")
+    remote = dco.open(redis_url + "?namespace=opened")
     assert isinstance(remote, RedisCache) and remote.namespace == "opened"
-    assert dco.open(own_redis_url, namespace="given").namespace == "given"
-    client = redis.Redis.from_url(own_redis_url)
+    assert dco.open(redis_url, namespace="given").namespace == "given"
+    client = redis.Redis.from_url(redis_url)
     assert dco.open(client, namespace="c").client is client
     with pytest.raises(ValueError, match="scheme"):
         dco.open("ftp://example.com/x")
@@ -458,10 +460,10 @@ def test_a_blocked_pull_is_woken_by_a_push_from_another_process(url: str, namesp
     assert cache.peek(prefix="jobs") == (None, None)
 
 
-def test_a_namespace_lives_in_one_cluster_slot(own_cluster_url: str, namespace: str) -> None:
+def test_a_namespace_lives_in_one_cluster_slot(redis_cluster_url: str, namespace: str) -> None:
     import redis.cluster
 
-    cache = RedisCache(own_cluster_url, namespace=namespace)
+    cache = RedisCache(redis_cluster_url + "?cluster=1", namespace=namespace)
     cache.set("a", 1, tag="t", expire=100)
     cache.set(("tuple", 2), 2)
     cache.push("job", prefix="jobs")
@@ -498,8 +500,8 @@ def test_each_call_has_a_directorys_signature(name: str) -> None:
         assert [(n, d) for n, _, d in directory] == [(n, d) for n, _, d in remote]
 
 
-def test_a_blocked_pull_stays_inside_a_short_socket_timeout(own_redis_url: str) -> None:
-    client = redis.Redis.from_url(own_redis_url, socket_timeout=0.3)
+def test_a_blocked_pull_stays_inside_a_short_socket_timeout(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url, socket_timeout=0.3)
     cache = RedisCache(client, namespace="short-" + uuid.uuid4().hex[:8])
     began = time.monotonic()
     assert cache.pull(timeout=1.0) == (None, None)  # no TimeoutError from the socket
