@@ -148,6 +148,14 @@ class SameOnBoth(RuleBasedStateMachine):
     def set_many(self, pairs: list[tuple[Any, Any]], tag: Any) -> None:
         both(self, "set_many", pairs, tag=tag)
 
+    @rule(key=KEYS, value=VALUES, tag=TAGS)
+    def set_expiring(self, key: Any, value: Any, tag: Any) -> None:
+        both(self, "set", key, value, expire=10**6, tag=tag)
+
+    @rule()
+    def expire_all(self) -> None:
+        both(self, "expire", now=time.time() + 2 * 10**6)
+
     @rule()
     def clear(self) -> None:
         both(self, "clear")
