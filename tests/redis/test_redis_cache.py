@@ -222,6 +222,19 @@ def test_the_shapes_of_results_match_a_directory(tmp_path: Any, cache: RedisCach
     assert cache.incr("n", 2.5) == 2.5 and cache.decr("n") == 1.5
 
 
+def test_keys_a_directory_holds_as_one_are_one_entry(tmp_path: Any, cache: RedisCache) -> None:
+    """2.0 and 2 are one key in a directory (SQLite compares them equal), for small ints that
+    have a queue-shaped member on Redis and for other numbers alike."""
+    directory = dco.Cache(str(tmp_path / "d"))
+    for backend in (directory, cache):
+        backend.set(2.0, "small")
+        backend.set(-3.0, "negative")
+        assert backend.get(2) == "small" and 2 in backend
+        assert backend.get(-3) == "negative"
+        assert len(backend) == 2
+    directory.close()
+
+
 def test_expiry_and_the_bulk_removal(cache: RedisCache) -> None:
     cache.set("short", 1, expire=0.05)
     cache.push("item", prefix="q", expire=0.05)

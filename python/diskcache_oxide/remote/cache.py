@@ -159,6 +159,10 @@ class RedisCache:
         """The member naming ``key`` in the namespace: its queue and number for a key of the
         D-054 shape, else its frame."""
         kind = type(key)
+        if kind is float and key.is_integer() and 0 <= key <= _LAST:
+            # A directory holds 2.0 and 2 as one key (SQLite compares them equal), and so
+            # does the key frame; a queue-shaped int has its own member, so 2.0 takes it too.
+            key, kind = int(key), int
         if kind is str:
             found = _ITEM.fullmatch(key)
             if found is not None:
