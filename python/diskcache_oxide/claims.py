@@ -29,7 +29,18 @@ import sys
 import threading
 from collections.abc import Callable, Collection
 from types import TracebackType
-from typing import Any, Generic, Literal, NamedTuple, ParamSpec, Protocol, TypeVar, cast, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Generic,
+    Literal,
+    NamedTuple,
+    ParamSpec,
+    Protocol,
+    TypeVar,
+    cast,
+    overload,
+)
 
 from . import _payonce as core
 from ._directory_claims import DirectoryClaims
@@ -39,6 +50,9 @@ from ._seconds import TIMEOUT as _TIMEOUT_RULE
 from ._seconds import seconds
 from .core import ENOVAL, Cache, Constant, keyed
 from .errors import CacheError
+
+if TYPE_CHECKING:
+    from .remote.cache import RedisCache
 
 __all__ = [
     "COMPUTING",
@@ -112,13 +126,20 @@ def _if_computing(value: object) -> Literal["wait", "skip"]:
     return cast(Literal["wait", "skip"], value)
 
 
-def backend_of(cache: Cache) -> ClaimRegistry:
+def backend_of(cache: Cache | RedisCache) -> ClaimRegistry:
     """The storage of ``cache``'s claims and values (:class:`ClaimBackend`): the cache
-    directory's, through its one adapter (``_directory_claims``). A second backend adds its
-    own here."""
-    if not isinstance(cache, Cache):
-        raise TypeError(f"cache must be a Cache, not {type(cache).__name__}")
-    return DirectoryClaims(cache)
+    directory's, through its one adapter (``_directory_claims``), or a
+    :class:`~diskcache_oxide.remote.RedisCache` namespace's
+    (:class:`~diskcache_oxide.remote.claims.RedisClaims`, imported only then, so the package
+    works without redis-py)."""
+    if isinstance(cache, Cache):
+        return DirectoryClaims(cache)
+    remote = sys.modules.get("diskcache_oxide.remote.cache")  # loaded if there is a RedisCache
+    if remote is not None and isinstance(cache, remote.RedisCache):
+        from .remote.claims import RedisClaims
+
+        return RedisClaims(cache)
+    raise TypeError(f"cache must be a Cache or a RedisCache, not {type(cache).__name__}")
 
 
 # ---- claims ---------------------------------------------------------------------------------
@@ -140,7 +161,7 @@ class Claims:
             ...  # nobody else holds the claim here (for up to 30 s)
     """
 
-    def __init__(self, cache: Cache, namespace: str = "default") -> None:
+    def __init__(self, cache: Cache | RedisCache, namespace: str = "default") -> None:
         backend = backend_of(cache)
         if not isinstance(namespace, str):
             raise TypeError(f"namespace must be a str, not {type(namespace).__name__}")
@@ -149,8 +170,8 @@ class Claims:
         self._namespace = namespace
 
     @property
-    def cache(self) -> Cache:
-        """The cache whose directory holds the claims."""
+    def cache(self) -> Cache | RedisCache:
+        """The cache that holds the claims: a directory's, or a Redis namespace's."""
         return self._cache
 
     @property
@@ -165,7 +186,8 @@ class Claims:
         return self._namespace
 
     def __repr__(self) -> str:
-        return f"Claims({self._cache.directory!r}, namespace={self._namespace!r})"
+        where = getattr(self._cache, "directory", self._cache)
+        return f"Claims({where!r}, namespace={self._namespace!r})"
 
     def try_acquire(self, key: Any, lease: float = LEASE) -> Claim | None:
         """Take the claim on ``key`` for ``lease`` seconds if nobody holds it (a claim whose
@@ -342,7 +364,7 @@ def _computed(result: object) -> object:
 
 @overload
 def get_or_compute(
-    cache: Cache,
+    cache: Cache | RedisCache,
     key: Any,
     fn: Callable[..., R],
     /,
@@ -359,7 +381,7 @@ def get_or_compute(
 ) -> R: ...
 @overload
 def get_or_compute(
-    cache: Cache,
+    cache: Cache | RedisCache,
     key: Any,
     fn: Callable[..., R],
     /,
@@ -376,7 +398,7 @@ def get_or_compute(
 ) -> R | Constant: ...
 @overload
 def get_or_compute(
-    cache: Cache,
+    cache: Cache | RedisCache,
     key: Any,
     fn: Callable[..., R],
     /,
@@ -393,7 +415,7 @@ def get_or_compute(
 ) -> tuple[R, Outcome]: ...
 @overload
 def get_or_compute(
-    cache: Cache,
+    cache: Cache | RedisCache,
     key: Any,
     fn: Callable[..., R],
     /,
@@ -411,7 +433,7 @@ def get_or_compute(
 
 
 def get_or_compute(
-    cache: Cache,
+    cache: Cache | RedisCache,
     key: Any,
     fn: Callable[..., R],
     /,
@@ -512,7 +534,7 @@ class ComputeOnce(Protocol, Generic[P, R]):
 
 
 def compute_once(
-    cache: Cache,
+    cache: Cache | RedisCache,
     *,
     lease: float = LEASE,
     timeout: float | None = None,

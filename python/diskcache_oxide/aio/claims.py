@@ -3,15 +3,48 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from concurrent.futures import Executor
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import _payonce as core
 from .._docs import mirror_docs
 from ..claims import LEASE, Claim, ClaimInfo, Claims, ClaimTimeout, _lease, _timeout
 from ..core import Cache
-from ._run import _log, _taking
+from ._run import _in_thread, _log, _taking
 from .cache import AsyncCache
+
+if TYPE_CHECKING:
+    from ..remote.cache import RedisCache
+
+T = TypeVar("T")
+
+
+class _OnThreads:
+    """A synchronous cache that is not a directory (a ``RedisCache``), as the pay-once drivers
+    use an :class:`AsyncCache`: ``cache``, ``executor`` and ``_run`` (its blocking calls in
+    the running loop's default executor)."""
+
+    __slots__ = ("cache", "executor")
+
+    def __init__(self, cache: RedisCache, executor: Executor | None = None) -> None:
+        self.cache = cache
+        self.executor = executor
+
+    async def _run(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        return await _in_thread(self.executor, fn, *args, **kwargs)
+
+
+def _runner(cache: Cache | AsyncCache | RedisCache | _OnThreads) -> AsyncCache | _OnThreads:
+    """Where the drivers run ``cache``'s blocking calls: an :class:`AsyncCache` as given, or
+    around a directory's :class:`Cache`; the default executor for any other (a RedisCache)."""
+    if isinstance(cache, (AsyncCache, _OnThreads)):
+        return cache
+    if isinstance(cache, Cache):
+        return AsyncCache(cache)
+    return _OnThreads(cache)
+
 
 # ---- claims ---------------------------------------------------------------------------------
 
@@ -21,8 +54,10 @@ class AsyncClaims:
     executor until the claim is released or runs out; a caller cancelled while its claim was
     being taken releases it."""
 
-    def __init__(self, cache: Cache | AsyncCache, namespace: str = "default") -> None:
-        acache = cache if isinstance(cache, AsyncCache) else AsyncCache(cache)
+    def __init__(
+        self, cache: Cache | AsyncCache | RedisCache | _OnThreads, namespace: str = "default"
+    ) -> None:
+        acache = _runner(cache)
         self._acache = acache
         self._claims = Claims(acache.cache, namespace)
 

@@ -16,13 +16,17 @@ import contextlib
 import functools
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
-from typing import Any, Generic, Literal, Protocol, cast
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, cast
 
 from .. import _payonce as core
 from ..claims import LEASE, Claim, Claims, Outcome, _if_computing, _lease, _timeout, stable_name
 from ..core import ENOVAL, Cache, keyed
 from ._run import P, R, _log, _Tag
 from .cache import AsyncCache
+from .claims import _OnThreads, _runner
+
+if TYPE_CHECKING:
+    from ..remote.cache import RedisCache
 
 #: Strong references to the running turns, so a turn whose callers were all cancelled is not
 #: garbage-collected mid-way (the event loop only keeps weak references to tasks).
@@ -102,7 +106,7 @@ class _Driver:
 
     def __init__(
         self,
-        acache: AsyncCache,
+        acache: AsyncCache | _OnThreads,
         call: core.Call,
         compute: Callable[..., Awaitable[Any]],
         pass_claim: Literal[False, "sync", "async"],
@@ -175,7 +179,7 @@ class _Driver:
 
 
 async def aget_or_compute(
-    cache: Cache | AsyncCache,
+    cache: Cache | AsyncCache | RedisCache,
     key: Any,
     fn: Callable[..., Any],
     /,
@@ -208,7 +212,7 @@ async def aget_or_compute(
 
     :raises ClaimTimeout: if ``timeout`` (default: none) passed without a value
     """
-    acache = cache if isinstance(cache, AsyncCache) else AsyncCache(cache)
+    acache = _runner(cache)
     compute = _computation(fn, args, kwargs, acache._run)
     lease = _lease(lease)
     limit = None if timeout is None else _timeout(timeout)
@@ -237,7 +241,7 @@ class AsyncComputeOnce(Protocol, Generic[P, R]):
 
 
 def acompute_once(
-    cache: Cache | AsyncCache,
+    cache: Cache | AsyncCache | RedisCache,
     *,
     lease: float = LEASE,
     timeout: float | None = None,

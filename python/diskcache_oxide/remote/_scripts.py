@@ -14,6 +14,13 @@ and no script crosses slots. The layout, under the prefix ``B``:
 * ``B..'Q:'..qid``: ZSET of a queue's item numbers (member and score the 15-digit number).
 * ``B..'w:'..qid``: LIST of wake-up tokens, one per push, for blocked pulls (BLPOP).
 * ``B..'r'``: the revision counter; ``B..'s'``: HASH of the statistics (``on``, hits, misses).
+* ``B..'c:'..cid..':'..kf``: HASH of one claim (``remote.claims``): ``t`` its token, ``h`` the
+  holder's host, ``p`` its pid, ``a`` when it was taken and ``e`` when it runs out (ms since
+  the epoch, the server's clock); PEXPIRE the lease, so a claim that runs out is gone.
+  ``cid`` is the claims' namespace as ``<length>:<name>``, ``kf`` the key's member (below).
+* ``B..'C:'..cid``: ZSET of the claimed members of one claims namespace, scored by ``e``.
+* ``B..'W:'..kf``: LIST of wake-up tokens for the waiters on a key's claim or value (BLPOP),
+  one per waiter counted in ``B..'n:'..kf`` (STRING), pushed by a release, a break or a store.
 
 A member is ``'k:'`` and the key's frame, or, for a key of the D-054 queue shape,
 ``'q:'..qid..':'..number`` (``qid`` is ``'i'`` for int keys, ``'s'`` and the prefix for str).
@@ -305,6 +312,123 @@ if not f or f[3] ~= ARGV[3] then return 0 end
 remove(ARGV[2])
 return 1
 """
+
+# ---- claims (remote.claims): ARGV[2] the claims namespace id, ARGV[3] the key's member -----
+
+CLAIM_PRELUDE = r"""
+local claim = B .. 'c:' .. ARGV[2] .. ':' .. ARGV[3]
+local claimed = B .. 'C:' .. ARGV[2]
+local function wake(kf)
+  local n = B .. 'n:' .. kf
+  local count = tonumber(redis.call('GET', n) or '0')
+  if count <= 0 then return end
+  if count > 64 then count = 64 end
+  local w = B .. 'W:' .. kf
+  for _ = 1, count do redis.call('LPUSH', w, '1') end
+  redis.call('PEXPIRE', w, 2000)
+  redis.call('DEL', n)
+end
+"""
+
+# ARGV: ..., lease ms, token, host, pid -> 1 if taken
+CLAIM_ACQUIRE = r"""
+if redis.call('EXISTS', claim) == 1 then return 0 end
+local now = now_ms()
+local lease = tonumber(ARGV[4])
+redis.call('HSET', claim, 't', ARGV[5], 'h', ARGV[6], 'p', ARGV[7], 'a', now, 'e', now + lease)
+redis.call('PEXPIRE', claim, lease)
+redis.call('ZREMRANGEBYSCORE', claimed, '-inf', now)
+redis.call('ZADD', claimed, now + lease, ARGV[3])
+return 1
+"""
+
+# ARGV: ..., token, lease ms -> 1 if the live claim was the token's and now runs out later
+CLAIM_EXTEND = r"""
+if redis.call('HGET', claim, 't') ~= ARGV[4] then return 0 end
+local now = now_ms()
+local lease = tonumber(ARGV[5])
+redis.call('HSET', claim, 'e', now + lease)
+redis.call('PEXPIRE', claim, lease)
+redis.call('ZADD', claimed, now + lease, ARGV[3])
+return 1
+"""
+
+# ARGV: ..., token -> 1 if the live claim was the token's and is now removed (waiters woken)
+CLAIM_RELEASE = r"""
+if redis.call('HGET', claim, 't') ~= ARGV[4] then return 0 end
+redis.call('DEL', claim)
+redis.call('ZREM', claimed, ARGV[3])
+wake(ARGV[3])
+return 1
+"""
+
+# -> 1 if there was a live claim (whoever held it) and it is now removed
+CLAIM_BREAK = r"""
+local gone = redis.call('DEL', claim)
+redis.call('ZREM', claimed, ARGV[3])
+if gone == 0 then return 0 end
+wake(ARGV[3])
+return 1
+"""
+
+# After a store: wake the key's waiters.
+CLAIM_WAKE = r"""
+wake(ARGV[3])
+return 1
+"""
+
+# -> the claim's PTTL in ms; if it is held, the caller is counted as a waiter first
+CLAIM_WAIT = r"""
+local left = redis.call('PTTL', claim)
+if left <= 0 then return left end
+local n = B .. 'n:' .. ARGV[3]
+redis.call('INCR', n)
+redis.call('PEXPIRE', n, 60000)
+return left
+"""
+
+# A waiter that timed out is no longer counted (never below zero).
+CLAIM_UNWAIT = r"""
+local n = B .. 'n:' .. ARGV[3]
+if tonumber(redis.call('GET', n) or '0') > 0 then redis.call('DECR', n) end
+return 1
+"""
+
+# -> {token, host, pid, acquired ms, expires ms} of the live claim, or nil
+CLAIM_HOLDER = r"""
+local f = redis.call('HMGET', claim, 't', 'h', 'p', 'a', 'e')
+if not f[1] then return false end
+return f
+"""
+
+# ARGV[3] unused -> {kf, token, host, pid, acquired, expires, kf, ...} of the live claims
+CLAIM_LIST = r"""
+redis.call('ZREMRANGEBYSCORE', claimed, '-inf', now_ms())
+local out = {}
+for _, kf in ipairs(redis.call('ZRANGE', claimed, 0, -1)) do
+  local f = redis.call('HMGET', B .. 'c:' .. ARGV[2] .. ':' .. kf, 't', 'h', 'p', 'a', 'e')
+  if f[1] then
+    table.insert(out, kf)
+    for i = 1, 5 do table.insert(out, f[i]) end
+  end
+end
+return out
+"""
+
+CLAIM_SCRIPTS = {
+    name: PRELUDE + CLAIM_PRELUDE + body
+    for name, body in {
+        "acquire": CLAIM_ACQUIRE,
+        "extend": CLAIM_EXTEND,
+        "release": CLAIM_RELEASE,
+        "break": CLAIM_BREAK,
+        "wake": CLAIM_WAKE,
+        "wait": CLAIM_WAIT,
+        "unwait": CLAIM_UNWAIT,
+        "holder": CLAIM_HOLDER,
+        "list": CLAIM_LIST,
+    }.items()
+}
 
 SCRIPTS = {
     name: PRELUDE + body
