@@ -13,13 +13,24 @@ import io
 import logging
 import math
 import re
+import sys
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from typing import Any, BinaryIO, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal, ParamSpec, TypeVar
 
-import redis
-import redis.cluster
-from typing_extensions import ParamSpec, Self
+try:
+    import redis
+    import redis.cluster
+except ImportError as error:  # the extra is not installed: say how to get it
+    raise ImportError(
+        f"diskcache_oxide.remote needs redis-py ({error}): pip install 'diskcache_oxide[redis]'"
+    ) from error
+
+if TYPE_CHECKING:  # only for annotations: the package has no run-time dependencies
+    if sys.version_info >= (3, 11):
+        from typing import Self
+    else:
+        from typing_extensions import Self
 
 from .. import _core
 from .._api import missed, shaped
