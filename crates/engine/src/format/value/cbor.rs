@@ -707,8 +707,8 @@ fn simple(h: &Head) -> Result<Value, DecodeError> {
     }
 }
 
-/// RFC 8949 Appendix D.
-fn f16_to_f64(half: u16) -> f64 {
+/// RFC 8949 Appendix D (the preview reads half floats with it too).
+pub(crate) fn f16_to_f64(half: u16) -> f64 {
     let exponent = i32::from((half >> 10) & 0x1f);
     let mantissa = f64::from(half & 0x3ff);
     let magnitude = match exponent {

@@ -10,8 +10,8 @@ use super::repr::{
 };
 use super::{Out, Step, Stop};
 use crate::format::value::cbor::{
-    TAG_CUSTOM, TAG_DATE, TAG_DATETIME, TAG_DECIMAL, TAG_FROZENSET, TAG_NEG_BIGNUM, TAG_PATH,
-    TAG_POS_BIGNUM, TAG_SET, TAG_TIME, TAG_TIMEDELTA, TAG_TIMEZONE, TAG_TUPLE, TAG_UUID,
+    f16_to_f64, TAG_CUSTOM, TAG_DATE, TAG_DATETIME, TAG_DECIMAL, TAG_FROZENSET, TAG_NEG_BIGNUM,
+    TAG_PATH, TAG_POS_BIGNUM, TAG_SET, TAG_TIME, TAG_TIMEDELTA, TAG_TIMEZONE, TAG_TUPLE, TAG_UUID,
 };
 use crate::format::value::MAX_DEPTH;
 use std::fmt::Write as _;
@@ -415,22 +415,5 @@ impl<'a> Reader<'a> {
             }
         }
         Ok(())
-    }
-}
-
-/// RFC 8949 Appendix D (as `decode` reads it).
-fn f16_to_f64(half: u16) -> f64 {
-    let exponent = i32::from((half >> 10) & 0x1f);
-    let mantissa = f64::from(half & 0x3ff);
-    let magnitude = match exponent {
-        0 => mantissa * 2f64.powi(-24),
-        31 if mantissa == 0.0 => f64::INFINITY,
-        31 => f64::NAN,
-        _ => (1024.0 + mantissa) * 2f64.powi(exponent - 25),
-    };
-    if half & 0x8000 != 0 {
-        -magnitude
-    } else {
-        magnitude
     }
 }
