@@ -41,10 +41,10 @@ import os
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-import pytest
-
 # The helper modules (support, the worker bodies of spawned processes) live in tests/helpers,
 # which pytest puts on sys.path (pyproject.toml's `pythonpath`), and are imported by name.
+import backends
+import pytest
 import support
 from hypothesis import settings
 
@@ -64,6 +64,15 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "oxide: uses what only diskcache_oxide has (skipped against the reference)"
     )
     config.addinivalue_line("markers", "slow: spawns processes or runs many examples")
+    config.addinivalue_line(
+        "markers",
+        "backends(*names): run this module's cache tests on each backend (helpers/backends.py)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "needs(*capabilities): on a backend that lacks one, a strict xfail that must raise "
+        "UnsupportedError (helpers/backends.py)",
+    )
     if not support.REFERENCE_MODE:
         try:
             import diskcache_oxide  # noqa: F401
@@ -74,7 +83,31 @@ def pytest_configure(config: pytest.Config) -> None:
             ) from None
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run each test of a module marked ``backends`` once per backend (helpers/backends.py)."""
+    marker = metafunc.definition.get_closest_marker("backends")
+    if marker is None or "backend" not in metafunc.fixturenames or support.REFERENCE_MODE:
+        return
+    names = marker.args or tuple(backends.BACKENDS)
+    metafunc.parametrize("backend", names, indirect=True, ids=list(names))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        # A gap of a backend runs as a strict xfail that must raise UnsupportedError.
+        needs = item.get_closest_marker("needs")
+        callspec = getattr(item, "callspec", None)
+        name = callspec.params.get("backend") if callspec is not None else None
+        if needs is None or name is None:
+            continue
+        backend = backends.BACKENDS[name]
+        missing = [c for c in needs.args if not backend.has(c)]
+        if missing:
+            errors = tuple({backends.error_of(c) for c in missing})
+            reasons = "; ".join(f"{c}: {backend.lacks[c]}" for c in missing)
+            item.add_marker(
+                pytest.mark.xfail(strict=True, raises=errors, reason=f"{name} lacks {reasons}")
+            )
     if not support.REFERENCE_MODE:
         return
     skip = pytest.mark.skip(reason="diskcache_oxide only (DCO_TEST_REFERENCE=1)")
@@ -96,12 +129,33 @@ def ref() -> Any:
 
 
 @pytest.fixture
-def make_cache(dc: Any, tmp_path: Any) -> Iterator[Callable[..., Any]]:
-    """Factory: ``make_cache(name='c', **settings)`` opens a cache in a fresh sub-directory."""
+def backend(request: pytest.FixtureRequest) -> backends.Backend:
+    """The backend this test runs on: ``directory``, unless its module is marked ``backends``
+    (then each in turn, see ``pytest_generate_tests``)."""
+    return backends.BACKENDS[getattr(request, "param", "directory")]
+
+
+@pytest.fixture
+def make_cache(
+    dc: Any, tmp_path: Any, backend: backends.Backend, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., Any]]:
+    """Factory: ``make_cache(name='c', **settings)`` opens a cache in a fresh sub-directory, or
+    on the Redis backend a RedisCache in a fresh namespace (``name`` then picks the namespace,
+    so two calls with one name share it as two handles on one directory do)."""
     opened: list[Any] = []
+    names: dict[str, str] = {}
+    url = ""
+    if backend.name == "redis":
+        url = str(request.getfixturevalue("redis_url"))
+    elif backend.name == "cluster":
+        url = str(request.getfixturevalue("redis_cluster_url")) + "?cluster=1"
 
     def factory(name: str = "cache", **kwargs: Any) -> Any:
-        cache = dc.Cache(str(tmp_path / name), **kwargs)
+        if backend.remote:
+            space = names.setdefault(name, backends.namespace())
+            cache = backends.redis_cache(url, namespace=space, **kwargs)
+        else:
+            cache = dc.Cache(str(tmp_path / name), **kwargs)
         opened.append(cache)
         return cache
 

@@ -1,0 +1,88 @@
+"""The backends the conformance suite runs on, and what each one lacks (issue 21).
+
+A test module opts in with ``pytestmark = pytest.mark.backends`` (or ``backends("directory",
+"redis")`` for some of them): every test of it that uses the ``cache``, ``make_cache`` or
+``backend`` fixture then runs once per backend, as ``test_x[directory]``, ``test_x[redis]`` and
+``test_x[cluster]``. The tests are the existing API tests, not a copy of them.
+
+A backend's known gap is a *capability* it lacks, named here with the decision record that says
+why. A test that needs one says so with ``@pytest.mark.needs("transact")``. On a backend that
+lacks it the test still runs, as a strict xfail that must raise
+:class:`~diskcache_oxide.remote.UnsupportedError` (the clear error naming the alternative): so a
+gap is never a silent skip (a missing ``.directory`` raises AttributeError instead, see
+:data:`ERRORS`), a gap that closes fails the suite until its flag is dropped, and a
+gap that fails any other way is a failure.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Every capability a test may name with ``needs(...)``, and what it means.
+CAPABILITIES = {
+    "transact": "transact() around arbitrary reads and writes",
+    "culling": "size_limit, cull_limit and cull(): a directory's eviction by size",
+    "directory": "a directory on disk: .directory, value files, the SQLite file, disk_pragmas",
+    "fanout": "FanoutCache's shards",
+}
+
+#: The error a call of a missing capability raises, where it is not UnsupportedError: a cache
+#: with no directory has no ``.directory`` attribute, so ``hasattr`` and ``getattr`` work.
+ERRORS: dict[str, type[BaseException]] = {"directory": AttributeError}
+
+
+def error_of(capability: str) -> type[BaseException]:
+    """What a test that needs ``capability`` must raise on a backend that lacks it."""
+    from diskcache_oxide.remote import UnsupportedError
+
+    return ERRORS.get(capability, UnsupportedError)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One backend of the conformance suite."""
+
+    #: the parameter id: ``directory``, ``redis`` or ``cluster``
+    name: str
+    #: capability -> the decision record that explains the gap
+    lacks: dict[str, str] = field(default_factory=dict)
+
+    def has(self, capability: str) -> bool:
+        if capability not in CAPABILITIES:
+            raise ValueError(f"unknown capability {capability!r}: add it to CAPABILITIES")
+        return capability not in self.lacks
+
+    @property
+    def remote(self) -> bool:
+        return self.name != "directory"
+
+
+_REDIS_LACKS = {
+    "transact": "D-058: a script is atomic, a block of Python calls is not",
+    "culling": "D-058: Redis has maxmemory and maxmemory-policy",
+    "directory": "D-058: the data is on the server",
+    "fanout": "D-058: a namespace is one hash slot; use several namespaces",
+}
+
+BACKENDS = {
+    "directory": Backend("directory"),
+    "redis": Backend("redis", dict(_REDIS_LACKS)),
+    "cluster": Backend("cluster", dict(_REDIS_LACKS)),
+}
+
+
+def namespace() -> str:
+    """A namespace of its own for one test's Redis cache."""
+    return "t" + uuid.uuid4().hex[:12]
+
+
+def redis_cache(url: str, **settings: Any) -> Any:
+    """A RedisCache in a fresh namespace on ``url`` (``?cluster=1`` for the cluster), with the
+    directory settings it honours; a setting it cannot hold raises UnsupportedError, as a user
+    would see."""
+    from diskcache_oxide.remote import RedisCache
+
+    settings.setdefault("namespace", namespace())
+    return RedisCache(url, **settings)
