@@ -229,7 +229,6 @@ return {hits, misses}
 # numbers (D-057)
 PUSH = r"""
 local now = now_ms()
-cull(now, CULL)
 local qid = ARGV[2]
 local q = B .. 'Q:' .. qid
 local count = #ARGV - 5
@@ -247,6 +246,10 @@ local final = n + step * (count - 1)
 if n > 999999999999999 or n < 0 or final > 999999999999999 or final < 0 then
   return redis.error_reply('DCO_OVERFLOW')
 end
+-- The numbers come first, from the items there (expired ones included), as a directory
+-- numbers them: an expired item keeps its number until it is removed, so a number is never
+-- handed out twice while its old item may still be read. Then the usual cleanup.
+cull(now, CULL)
 local e = expiry(now, ARGV[4])
 local out = {}
 for i = 1, count do
