@@ -37,6 +37,7 @@ from .._api import missed, shaped
 from .._seconds import ANY, Rule, seconds
 from ..core import ENOVAL, Memoized, memoize_on
 from ..errors import CacheError, CorruptValueError, DecodeError
+from ._io import Link, Script
 from ._scripts import SCRIPTS
 
 __all__ = ["RedisCache", "UnsupportedError"]
@@ -153,17 +154,15 @@ class RedisCache:
         self._pickle = bool(pickle)
         self._on_decode_error = on_decode_error
         self._base = b"dco:{" + namespace.encode() + b"}:"
-        self._keys = [self._base + b"i"]
-        self._scripts = {
-            name: self._client.register_script(source) for name, source in SCRIPTS.items()
-        }
+        self._link = Link(client, self._base, SCRIPTS)
+        self._keys = self._link.keys
         if settings.get("statistics"):
             self.stats(enable=True)
 
     # ----- plumbing --------------------------------------------------------------------------
 
     def _run(self, name: str, *args: bytes | str | int) -> Any:
-        return self._scripts[name](keys=self._keys, args=[self._base, *args])
+        return self._link.send(Script(name, args))
 
     @staticmethod
     def _member(key: Any) -> bytes:

@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from ..core import ENOVAL
+from ._io import Link, Script
 from ._scripts import CLAIM_SCRIPTS
 from .cache import RedisCache
 
@@ -54,13 +55,11 @@ class RedisClaims:
     of a claim start with the namespace's hash-tagged prefix ``dco:{ns}:``, so a cluster keeps
     them in the namespace's slot."""
 
-    __slots__ = ("_scripts", "cache")
+    __slots__ = ("_link", "cache")
 
     def __init__(self, cache: RedisCache) -> None:
         self.cache = cache
-        self._scripts = {
-            name: cache._client.register_script(source) for name, source in CLAIM_SCRIPTS.items()
-        }
+        self._link = Link(cache._client, cache._base, CLAIM_SCRIPTS)
 
     def __repr__(self) -> str:
         return f"RedisClaims(namespace={self.cache.namespace!r})"
@@ -75,9 +74,7 @@ class RedisClaims:
     def _call(self, name: str, namespace: str, key: Any, *args: bytes | str | int) -> Any:
         cache = self.cache
         frame = b"" if key is ENOVAL else cache._member(key)
-        return self._scripts[name](
-            keys=cache._keys, args=[cache._base, self._cid(namespace), frame, *args]
-        )
+        return self._link.send(Script(name, (self._cid(namespace), frame, *args)))
 
     # ---- ClaimBackend ----
 
