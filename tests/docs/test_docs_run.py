@@ -304,7 +304,9 @@ def test_markers_are_well_formed() -> None:
 
 
 @pytest.mark.parametrize("block", [_param(block) for block in BLOCKS])
-def test_block_runs(block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_block_runs(
+    block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
     if block.no_run is not None:
         assert block.no_run, f"{block.id}: a no-run block must say why: <!-- no-run: reason -->"
         compile(block.code, block.path, "exec")
@@ -312,6 +314,10 @@ def test_block_runs(block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     chain = block.chain()
     for earlier in chain[:-1]:
         assert earlier.no_run is None, f"{block.id} continues {earlier.id}, which is no-run"
+    if any("REDIS_URL" in part.code for part in chain):
+        # A block about the Redis backend reads its server from REDIS_URL, as a user's app
+        # reads its configuration: here, the session's own redis-server, emptied for it.
+        monkeypatch.setenv("REDIS_URL", request.getfixturevalue("redis_url"))
     with sandbox(tmp_path, monkeypatch) as main:
         for part in chain:
             # Padded so that the line numbers of a traceback are the Markdown file's.
