@@ -154,10 +154,12 @@ def test_the_redis_benchmark_reports_each_row_beside_its_peers(
         "directory JobQueue",
     }
     for row in drains:
-        # Every item handled exactly once, by each library's own workers.
         assert not row["errors"], row
-        assert row["lost"] == 0 and row["duplicated"] == 0, row
         assert row["items_per_s"] > 0 and row["ratio"] > 0, row
+        if row["library"] not in peers:
+            # Ours, the directory's and redis-py's: every item handled exactly once. A peer's
+            # lost or repeated jobs are its own, shown in the table (saq has repeated one).
+            assert row["lost"] == 0 and row["duplicated"] == 0, row
     assert [row["library"] for row in drains if row["headline"]] == ["RedisCache"]
 
     mix = {row["library"]: row for row in report["mix"]}
@@ -168,7 +170,10 @@ def test_the_redis_benchmark_reports_each_row_beside_its_peers(
         "Django RedisCache",
         "directory Cache",
     }
+    assert report["mix_processes"] == [1]
     for row in mix.values():
+        assert not row["errors"], row
+        assert row["processes"] == 1, row
         assert row["calls"] == report["sizes"]["mixed_ops"], row
         assert row["ratio"] > 0 and row["ops_per_s"] > 0, row
         for action in ("get", "set", "all"):
