@@ -13,7 +13,8 @@ the end) or the server of ``--url``. The database is emptied (FLUSHDB) before ea
    their workers dequeue inside their loop, so they appear in 2 and not in the "take" table;
 2. draining N prefilled items or no-op jobs with 1 and 4 worker processes (spawned, started
    together at a barrier): items/s from the first worker's start to the last item handled,
-   and the items lost or handled twice, which must be zero. rq runs its ``SimpleWorker``
+   and the items lost or handled twice, which must be none for ours and the directory's (a
+   peer's are shown: saq's start-up sweep can re-queue a job being taken). rq runs its ``SimpleWorker``
    (``work(burst=True)``: jobs run in the worker's own process, no fork per job), arq its
    ``Worker(burst=True)`` (``poll_delay=0.01``: the default 0.5 s sleeps between reads of at
    most 100 jobs, which caps a worker at about 200 jobs/s), saq its ``Worker(burst=True,
@@ -36,18 +37,19 @@ peer: a bare ``LPUSH``/``RPOP`` or ``GET``/``SET`` with no value format, no expi
 insertion order and no exactly-once pull. rq, arq and saq record each job's status and result
 in Redis, as ``JobQueue`` records a lease and its finish, and unlike a ``pull``, which deletes
 the item as it hands it over: the like-for-like peer of rq, arq and saq is JobQueue on Redis
-(the "÷ JobQueue" column). The directory ``Cache`` in the mixed workload is memo-friendly:
+(the "/ JobQueue" column). The directory ``Cache`` in the mixed workload is memo-friendly:
 100 hot keys, which its memo of recent reads (D-017) serves without SQLite between writes; it
 is printed last, apart, and marked ``"memo_friendly": true`` in the JSON.
 
 Ratios: the row's time per call (or per item) divided by RedisCache's (by JobQueue on Redis's
-in the "÷ JobQueue" column): above 1, RedisCache (JobQueue) is faster.
+in the "/ JobQueue" column): above 1, RedisCache (JobQueue) is faster.
 
 Setup (rq, arq and saq are optional: a missing one's rows are skipped, saying why)::
 
     .venv/bin/pip install -r benches/requirements.txt
     .venv/bin/python benches/bench_redis.py            # full run (a few minutes)
-    .venv/bin/python benches/bench_redis.py --quick    # a short smoke run
+    .venv/bin/python benches/bench_redis.py --quick    # a short smoke run: 4-worker drains,
+                                                       # the mixed workload in 1 process
     .venv/bin/python benches/bench_redis.py --url redis://127.0.0.1:6379/15   # a server of
                                                        # yours: its db 15 is FLUSHed
 
@@ -622,7 +624,7 @@ DRAIN_KIND = {
 
 
 def drain_ratios(rows: list[dict[str, Any]]) -> None:
-    """Each drain row's time per item ÷ RedisCache's (and JobQueue on Redis's) at its worker
+    """Each drain row's time per item / RedisCache's (and JobQueue on Redis's) at its worker
     count."""
     for r in rows:
         peers = {p["library"]: p for p in rows if p["workers"] == r["workers"]}
