@@ -14,8 +14,9 @@ the end) or the server of ``--url``. The database is emptied (FLUSHDB) before ea
 2. draining N prefilled items or no-op jobs with 1 and 4 worker processes (spawned, started
    together at a barrier): items/s from the first worker's start to the last item handled,
    and the items lost or handled twice, which must be none for ours and the directory's (a
-   peer's are shown: saq's start-up sweep can re-queue a job being taken). rq runs its ``SimpleWorker``
-   (``work(burst=True)``: jobs run in the worker's own process, no fork per job), arq its
+   peer's are shown: saq's start-up sweep can re-queue a job being taken). rq runs its
+   ``SimpleWorker`` (``work(burst=True)``: jobs run in the worker's own process, no fork per
+   job), arq its
    ``Worker(burst=True)`` (``poll_delay=0.01``: the default 0.5 s sleeps between reads of at
    most 100 jobs, which caps a worker at about 200 jobs/s), saq its ``Worker(burst=True,
    dequeue_timeout=0.05)``; each with its default concurrency (arq 10, saq 10 jobs at a time);
