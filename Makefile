@@ -84,12 +84,17 @@ soak: build
 	DCO_SOAK_SECONDS=$(DCO_SOAK_SECONDS) $(BIN)/python -m pytest tests/durability/test_load.py -k soak -q -s
 	DCO_HYPOTHESIS=explore $(BIN)/python -m pytest -q tests/api/test_differential.py tests/api/test_state_machine.py
 
+# bench_redis.py runs rq, arq and saq (benches/requirements.txt, installed here only) beside the
+# Redis backend, on a redis-server it starts (installed first if missing, as for redis-test).
 bench: build
+	$(BIN)/python -m pip install --quiet -r benches/requirements.txt
 	$(BIN)/python benches/bench_cache.py
 	$(BIN)/python benches/bench_queue.py
 	$(BIN)/python benches/bench_mixed.py
 	$(BIN)/python benches/bench_claims.py
 	$(BIN)/python benches/bench_migrate.py
+	bash tests/helpers/setup_redis.sh
+	$(BIN)/python benches/bench_redis.py
 
 # The docs site (docs/writing-docs.md): mkdocs with Material, the README as its home page and an
 # API reference from the docstrings, built --strict into target/site (open target/site/index.html).

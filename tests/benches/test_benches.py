@@ -1,5 +1,5 @@
-"""The cache and mixed-workload benchmarks still run end to end and report every row with its
-ratio (no timing is asserted).
+"""The cache, mixed-workload, claims and Redis benchmarks still run end to end and report every
+row with its ratio (no timing is asserted).
 
 Only quick modes are run here: they take seconds. The queue benchmark's quick mode spawns
 drains of five libraries and takes a minute or more; mypy checks it.
@@ -20,9 +20,9 @@ pytestmark = [pytest.mark.oxide, pytest.mark.slow]
 BENCHES = Path(__file__).resolve().parents[2] / "benches"
 
 
-def run_quick(script: str, out: Path) -> tuple[dict[str, Any], str]:
+def run_quick(script: str, out: Path, *extra: str) -> tuple[dict[str, Any], str]:
     run = subprocess.run(
-        [sys.executable, str(BENCHES / script), "--quick", "--json", str(out)],
+        [sys.executable, str(BENCHES / script), "--quick", "--json", str(out), *extra],
         capture_output=True,
         text=True,
         timeout=300,
@@ -109,3 +109,83 @@ def test_the_claims_benchmark_reports_each_waiter_beside_python_diskcache(tmp_pa
         assert row["n"] == report["samples"], row
         assert 0 < row["median_us"] <= row["p90_us"] <= row["p99_us"], row
     assert "vs diskcache" in stdout
+
+
+def test_the_redis_benchmark_reports_each_row_beside_its_peers(
+    tmp_path: Path, redis_url: str
+) -> None:
+    # On the session's server (emptied for this test): the bench FLUSHes its database per row.
+    report, stdout = run_quick("bench_redis.py", tmp_path / "redis.json", "--url", redis_url)
+    peers = ("rq", "arq", "saq")
+    skipped = report["skipped"]
+    # rq, arq and saq are `make bench`'s (benches/requirements.txt), not `make test`'s: a missing
+    # one is skipped, saying why, and the run goes on.
+    for peer in peers:
+        if peer in skipped:
+            assert f"skipped: {peer} is not installed" in stdout
+    present = [peer for peer in peers if peer not in skipped]
+    jobs = report["jobqueue_on_redis"]
+    if not jobs["available"]:
+        assert "JobQueue on Redis: not available yet" in stdout
+    ours = ["RedisCache", *(["JobQueue on Redis"] if jobs["available"] else [])]
+
+    def timed(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        return {row["library"]: row for row in rows if "median_us" in row}
+
+    for op in ("put", "take"):
+        rows = timed([row for row in report["latency"] if row["op"] == op])
+        expected = {*ours, "redis-py", "directory Cache", "directory JobQueue"}
+        if op == "put":
+            expected |= set(present)
+        assert set(rows) == expected, (op, sorted(rows))
+        assert rows["RedisCache"]["ratio"] == 1.0
+        for row in rows.values():
+            assert 0 < row["median_us"] <= row["p99_us"] <= row["max_us"], row
+            assert row["ratio"] > 0 and row["ops_per_s"] > 0, row
+        assert rows["redis-py"]["kind"] == "floor"
+
+    drains = report["drain"]
+    assert report["workers"] == [4]
+    assert {row["library"] for row in drains} == {
+        *ours,
+        "redis-py",
+        *present,
+        "directory Cache",
+        "directory JobQueue",
+    }
+    for row in drains:
+        assert not row["errors"], row
+        assert row["items_per_s"] > 0 and row["ratio"] > 0, row
+        if row["library"] not in peers:
+            # Ours, the directory's and redis-py's: every item handled exactly once. A peer's
+            # lost or repeated jobs are its own, shown in the table (saq has repeated one).
+            assert row["lost"] == 0 and row["duplicated"] == 0, row
+    assert [row["library"] for row in drains if row["headline"]] == ["RedisCache"]
+
+    mix = {row["library"]: row for row in report["mix"]}
+    assert set(mix) == {
+        "RedisCache",
+        "redis-py bytes",
+        "redis-py pickle",
+        "Django RedisCache",
+        "directory Cache",
+    }
+    assert report["mix_processes"] == [1]
+    for row in mix.values():
+        assert not row["errors"], row
+        assert row["processes"] == 1, row
+        assert row["calls"] == report["sizes"]["mixed_ops"], row
+        assert row["ratio"] > 0 and row["ops_per_s"] > 0, row
+        for action in ("get", "set", "all"):
+            stats = row["stats"][action]
+            assert 0 < stats["median_us"] <= stats["p90_us"] <= stats["p99_us"], row
+    # Labelled honestly: RedisCache is the headline, the directory's hot-key mix memo-friendly
+    # and printed after the realistic rows.
+    assert [name for name, row in mix.items() if row["headline"]] == ["RedisCache"]
+    assert [name for name, row in mix.items() if row["memo_friendly"]] == ["directory Cache"]
+    assert mix["redis-py bytes"]["kind"] == "floor"
+    table = stdout[stdout.index("3. Mixed workload") :]
+    assert table.index("Django RedisCache") < table.index("memo-friendly")
+    assert table.index("memo-friendly") < table.index("directory Cache")
+    for heading in ("Headline (realistic", "1. One call", "2. Draining", "floor"):
+        assert heading in stdout, heading
