@@ -1,0 +1,278 @@
+"""What the Redis backend does when the server misbehaves (issue 21 point 7, D-061), against
+real redis-server processes on 127.0.0.1 started by the test (tests/helpers/redis_servers.py),
+each stopped by pid:
+
+- a connection dropped after the request was sent (a cutting proxy in the test): the write ran
+  and its reply is lost; the link repeats it with the same request token and the server
+  replays the reply, so nothing is done twice; a read repeats plainly; a connection that
+  always drops ends in a ``ServerConnectionError`` that says whether the call may have run;
+- a server that stops answering (SIGSTOP): the call ends with a ``ServerTimeout`` naming the
+  timeout setting, after about the socket timeout (measured, not asserted);
+- a server restarted (SIGKILL, AOF with ``appendfsync always``) in the middle of a 4-process
+  drain: every acknowledged push is pulled; duplicates are counted and reported;
+- a cluster master killed while the cluster fails over: with ``replicas=1`` every
+  acknowledged push survives; without it, writes the replica never received are lost.
+
+No timing assertions: durations are printed (``-s``) for the decision record.
+"""
+
+from __future__ import annotations
+
+import collections
+import multiprocessing
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+redis = pytest.importorskip("redis")
+
+import redis_servers  # noqa: E402
+from diskcache_oxide.errors import CacheError  # noqa: E402
+from diskcache_oxide.remote import (  # noqa: E402
+    NotReplicatedError,
+    RedisCache,
+    ServerConnectionError,
+    ServerTimeout,
+)
+from diskcache_oxide.remote._io import RECONNECT_DELAYS  # noqa: E402
+from diskcache_oxide.remote.claims import RedisClaims  # noqa: E402
+
+pytestmark = pytest.mark.oxide
+
+
+def _namespace() -> str:
+    return "f" + uuid.uuid4().hex[:12]
+
+
+def _sha(link: Any, name: str) -> bytes:
+    return str(link._scripts[name].sha).encode()
+
+
+def _queue(cache: RedisCache) -> list[Any]:
+    """Every value left in the int queue (peeked, so the count is what the server holds)."""
+    out = []
+    while True:
+        key, value = cache.pull()
+        if key is None:
+            return out
+        out.append(value)
+
+
+# ----- b. a connection dropped after the request was sent --------------------------------------
+
+
+@pytest.fixture
+def proxied(redis_url: str) -> Any:
+    """``(cache over a cutting proxy, cache straight to the server, proxy)`` in one namespace."""
+    port = int(redis_url.rsplit(":", 1)[1].split("/")[0])
+    namespace = _namespace()
+    with redis_servers.CuttingProxy(port) as proxy:
+        through = RedisCache(proxy.url, namespace=namespace, timeout=5.0)
+        direct = RedisCache(redis_url, namespace=namespace, timeout=5.0)
+        through.peek()  # connected, scripts loaded: the cut meets the call under test
+        yield through, direct, proxy
+        through.close()
+        direct.close()
+
+
+def _cut_push(through: RedisCache, direct: RedisCache, proxy: Any) -> None:
+    proxy.cut(_sha(through._link, "push"))
+    key = through.push("once")
+    assert direct.peek() == (key, "once")
+    assert _queue(direct) == ["once"]
+
+
+def _cut_take(through: RedisCache, direct: RedisCache, proxy: Any) -> None:
+    key = direct.push("taken")
+    proxy.cut(_sha(through._link, "take"))
+    # Repeated without the token, the take would find the item gone, look again, find the
+    # queue empty and return the default: the item would be pulled by nobody.
+    assert through.pull() == (key, "taken")
+    assert direct.peek() == (None, None)
+
+
+def _cut_replace(through: RedisCache, direct: RedisCache, proxy: Any) -> None:
+    direct.set("n", 10)
+    proxy.cut(_sha(through._link, "replace"))
+    assert through.incr("n", 5) == 15
+    assert direct.get("n") == 15
+
+
+def _cut_add(through: RedisCache, direct: RedisCache, proxy: Any) -> None:
+    proxy.cut(_sha(through._link, "set"))
+    assert through.add("a", 1) is True
+    assert direct.get("a") == 1
+
+
+def _cut_pop(through: RedisCache, direct: RedisCache, proxy: Any) -> None:
+    direct.set("p", 7)
+    proxy.cut(_sha(through._link, "pop"))
+    assert through.pop("p") == 7
+    assert "p" not in direct
+
+
+def _cut_delete(through: RedisCache, direct: RedisCache, proxy: Any) -> None:
+    direct.set("d", 1)
+    proxy.cut(_sha(through._link, "delete"))
+    assert through.delete("d") is True
+
+
+def _cut_acquire(through: RedisCache, direct: RedisCache, proxy: Any) -> None:
+    claims = RedisClaims(through)
+    proxy.cut(_sha(claims._link, "acquire"))
+    # Repeated without the token, the acquire would find the claim taken (by this very call)
+    # and say no: the caller would wait on itself until the lease ran out.
+    assert claims.try_acquire("jobs", "k", 30.0, "token-1", "host", 1) is True
+    holder = RedisClaims(direct).holder("jobs", "k")
+    assert holder is not None and holder[0] == "token-1"
+
+
+@pytest.mark.parametrize(
+    "case",
+    [_cut_push, _cut_take, _cut_replace, _cut_add, _cut_pop, _cut_delete, _cut_acquire],
+    ids=lambda case: case.__name__[5:],
+)
+def test_a_write_whose_reply_is_lost_is_done_once(proxied: Any, case: Callable[..., None]) -> None:
+    through, direct, proxy = proxied
+    case(through, direct, proxy)
+    assert proxy.cut_count == 1  # the request ran and its reply was lost, once
+
+
+def test_redis_pys_default_retry_repeats_a_command_whose_reply_was_lost(redis_url: str) -> None:
+    """Why writes carry a token: a ``redis.Redis(...)`` made with redis-py 6's defaults
+    (``Retry(ExponentialWithJitterBackoff(base=1, cap=10), 3)`` on ConnectionError and
+    TimeoutError) sends a command again after a lost reply, so a plain RPUSH is done twice."""
+    port = int(redis_url.rsplit(":", 1)[1].split("/")[0])
+    key = "dup-" + uuid.uuid4().hex
+    with redis_servers.CuttingProxy(port) as proxy:
+        client = redis.Redis(host="127.0.0.1", port=proxy.port)
+        assert client.get_retry() is not None and client.get_retry().get_retries() == 3
+        client.ping()
+        proxy.cut(b"RPUSH")
+        client.rpush(key, "x")
+        client.close()
+    assert redis_servers.command(port, "LLEN", key) == 2
+
+
+def test_a_users_client_with_redis_pys_retry_does_not_double_a_push(redis_url: str) -> None:
+    """The same lost reply on a RedisCache over such a client: redis-py repeats the script
+    with the same token, and the server replays the reply."""
+    port = int(redis_url.rsplit(":", 1)[1].split("/")[0])
+    namespace = _namespace()
+    with redis_servers.CuttingProxy(port) as proxy:
+        client = redis.Redis(host="127.0.0.1", port=proxy.port)
+        through = RedisCache(client, namespace=namespace)
+        through.peek()
+        proxy.cut(_sha(through._link, "push"))
+        key = through.push("once")
+        client.close()
+        assert proxy.cut_count == 1
+    direct = RedisCache(redis_url, namespace=namespace)
+    assert direct.peek() == (key, "once")
+    assert _queue(direct) == ["once"]
+
+
+def test_a_connection_that_always_drops_ends_in_a_clear_error(proxied: Any) -> None:
+    through, direct, proxy = proxied
+    proxy.cut(_sha(through._link, "push"), -1)
+    with pytest.raises(ServerConnectionError) as raised:
+        through.push("maybe")
+    error = raised.value
+    assert isinstance(error, redis.ConnectionError) and isinstance(error, CacheError)
+    assert "may or may not have been applied" in str(error)
+    assert f"after {len(RECONNECT_DELAYS) + 1} tries" in str(error)
+    assert proxy.cut_count == len(RECONNECT_DELAYS) + 1
+    # Every try ran on the server; the first pushed, the repeats replayed its reply.
+    assert _queue(direct) == ["maybe"]
+
+    direct.set("r", 1)
+    proxy.cut(_sha(through._link, "get"), -1)
+    with pytest.raises(ServerConnectionError, match="safe to call again"):
+        through.get("r")
+
+
+def test_a_connection_killed_between_calls_is_made_again(make_redis_server: Any) -> None:
+    server = make_redis_server()
+    cache = RedisCache(server.url, namespace=_namespace(), timeout=5.0)
+    cache.set("k", 1)
+    killed = server.command("CLIENT", "KILL", "TYPE", "normal")
+    assert killed >= 1
+    assert cache.get("k") == 1  # the pool saw the closed connection and opened another
+    cache.close()
+
+
+def test_a_connection_killed_during_a_blocked_pull(make_redis_server: Any) -> None:
+    """CLIENT KILL while ``pull(timeout=)`` waits on the server: the wait is a plain BLPOP of
+    a wake-up token, safe to repeat, so the pull either goes on or raises a connection error a
+    worker loop catches; what it does is reported."""
+    server = make_redis_server()
+    namespace = _namespace()
+    cache = RedisCache(server.url, namespace=namespace, timeout=5.0)
+    cache.peek()
+    outcome: list[Any] = []
+
+    def pull() -> None:
+        try:
+            outcome.append(cache.pull(timeout=3.0))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            outcome.append(exc)
+
+    thread = threading.Thread(target=pull)
+    thread.start()
+    time.sleep(0.3)
+    server.command("CLIENT", "KILL", "TYPE", "normal")
+    thread.join(10.0)
+    print(f"\nblocked pull, connection killed: {outcome!r}")
+    assert len(outcome) == 1
+    result = outcome[0]
+    assert result == (None, None) or isinstance(result, redis.ConnectionError)
+    cache.close()
+
+
+# ----- c. a server that stops answering ------------------------------------------------------
+
+
+def test_a_stopped_server_times_out_with_an_error_naming_the_setting(
+    make_redis_server: Any,
+) -> None:
+    server = make_redis_server()
+    namespace = _namespace()
+    cache = RedisCache(server.url, namespace=namespace, timeout=0.5)
+    cache.set("k", 1)
+    cache.push("warm")  # the scripts are loaded (else the paused push is only a NOSCRIPT)
+    assert cache.pull()[1] == "warm"
+    server.pause()
+    try:
+        # The push goes first, on the connection the set opened: it is sent, then times out.
+        began = time.monotonic()
+        with pytest.raises(ServerTimeout) as write:
+            cache.push("late")
+        write_took = time.monotonic() - began
+        began = time.monotonic()
+        with pytest.raises(ServerTimeout) as read:
+            cache.get("k")
+        read_took = time.monotonic() - began
+    finally:
+        server.resume()
+    for error in (read.value, write.value):
+        assert isinstance(error, redis.TimeoutError) and isinstance(error, CacheError)
+        assert "0.5 s" in str(error) and "RedisCache(timeout=...)" in str(error)
+    assert "safe to call again" in str(read.value)
+    assert "may or may not have been applied" in str(write.value)
+    # The push was sent before the timeout: whether the resumed server still runs it (it reads
+    # the request before it sees the closed connection) is reported.
+    after = RedisCache(server.url, namespace=namespace, timeout=5.0)
+    left = _queue(after)
+    print(
+        f"\nSIGSTOP, socket timeout 0.5 s: get raised after {read_took:.2f} s, push after "
+        f"{write_took:.2f} s; after SIGCONT the timed-out push is in the queue: {left!r}"
+    )
+    assert left == ["late"]
+    assert after.get("k") == 1
+    cache.close()
+    after.close()
