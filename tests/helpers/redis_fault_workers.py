@@ -1,7 +1,8 @@
 """Bodies of the processes tests/redis/test_faults.py spawns (imported by name, so spawn finds
 them): a user's worker that drains a queue while the server restarts under it.
 
-One function per kind of drain, each with the same arguments and the same report on ``out``:
+One function per kind of drain, each with the same arguments (``url, namespace, worker, out,
+ready, stop, settings``) and the same report on ``out``:
 ``(worker, taken, errors)``, the values it took in order and the errors it survived. The cache's
 queue is the first kind; a JobQueue drain on Redis goes beside it with the same signature.
 """
@@ -12,15 +13,23 @@ import time
 from typing import Any
 
 
-def cache_queue_drain(url: str, namespace: str, worker: int, out: Any, ready: Any, stop: Any) -> None:
+def cache_queue_drain(
+    url: str,
+    namespace: str,
+    worker: int,
+    out: Any,
+    ready: Any,
+    stop: Any,
+    settings: dict[str, Any],
+) -> None:
     """Pull from the int queue with ``pull(timeout=...)`` until ``stop`` is set and a pull
     finds nothing, as a user's worker would: a connection error or a timeout is logged and the
-    loop goes on (the server comes back)."""
+    loop goes on (the server comes back). ``settings`` are more RedisCache settings."""
     import redis
 
     from diskcache_oxide.remote import RedisCache
 
-    cache = RedisCache(url, namespace=namespace, timeout=5.0)
+    cache = RedisCache(url, namespace=namespace, **{"timeout": 5.0, **settings})
     cache.peek()  # the scripts are loaded and the connection made before the race starts
     ready.release()
     taken: list[Any] = []

@@ -26,7 +26,8 @@ repeating a script that pushes, takes, replaces or acquires would do it twice. S
   this link, redis-py's own ``Retry`` on a user's client, or ``RedisCluster``'s retries while it
   follows a failover.
 - The link repeats a request after a ``ConnectionError`` (the connection dropped, was refused or
-  the server is loading its data) a few times, :data:`RECONNECT_DELAYS` apart: reads and
+  the server is loading its data) for up to ``reconnect_for`` seconds (:data:`RECONNECT_FOR`),
+  the pauses doubling from 50 ms to 1 s: reads and
   tokened writes always, a plain :class:`Command` only if it says it is ``idempotent``. It
   never repeats after a timeout: a server that does not answer within the socket timeout gets
   no second wait.
@@ -54,7 +55,7 @@ import redis.exceptions as rx
 from ..errors import CacheError
 
 __all__ = [
-    "RECONNECT_DELAYS",
+    "RECONNECT_FOR",
     "REPLAY_MS",
     "WRITE_SCRIPTS",
     "AsyncLink",
@@ -72,9 +73,10 @@ R = TypeVar("R")
 
 Arg = bytes | str | int | float
 
-#: The pauses (seconds) between the repeats of a request after a ConnectionError: about 1.5 s
-#: in all, enough for a server restarted with its AOF to answer again; then the error is raised.
-RECONNECT_DELAYS = (0.05, 0.1, 0.2, 0.4, 0.8)
+#: How long (seconds) a link goes on repeating a request after ConnectionErrors, by default:
+#: long enough for a server restarted with its AOF, or a cluster failing over with a short
+#: node timeout, to answer again. The pauses double from 50 ms up to 1 s.
+RECONNECT_FOR = 10.0
 
 #: How long (ms) a write's reply is kept for a repeat of the same request token: longer than any
 #: retry window (this link's, redis-py's backoff, a cluster's failover); the key is one per
@@ -259,7 +261,15 @@ def _retryable(exc: BaseException) -> bool:
     )
 
 
-def _mapped(client: Any, exc: BaseException, write: bool | None, tries: int) -> BaseException:
+def _delay(tries: int, began: float, budget: float) -> float | None:
+    """The pause before repeat number ``tries``, or None when the budget is spent."""
+    delay = min(1.0, 0.05 * 2 ** (tries - 1))
+    return None if time.monotonic() - began + delay > budget else delay
+
+
+def _mapped(
+    client: Any, exc: BaseException, write: bool | None, tries: int, began: float
+) -> BaseException:
     """Our error for a redis-py connection or timeout error (``exc`` itself for any other)."""
     if isinstance(exc, (ServerTimeout, ServerConnectionError)):
         return exc
@@ -284,7 +294,12 @@ def _mapped(client: Any, exc: BaseException, write: bool | None, tries: int) -> 
             f"log), or raise the timeout if it is merely slow. ({exc})"
         )
     if _retryable(exc):
-        repeated = f"after {tries} tries " if tries > 1 else "(not repeated: not safe to) "
+        took = time.monotonic() - began
+        repeated = (
+            f"after {tries} tries in {took:.1f} s (reconnect_for) "
+            if tries > 1
+            else "(not repeated) "
+        )
         return ServerConnectionError(
             f"lost the connection to {where} {repeated}({exc}). {effect} Check that the server "
             "is running and reachable; a worker loop should catch redis.ConnectionError, wait "
@@ -301,6 +316,7 @@ class _Base:
         "base",
         "client",
         "keys",
+        "reconnect_for",
         "replica_timeout",
         "replicas",
         "_cluster",
@@ -318,6 +334,7 @@ class _Base:
         writes: Collection[str] | None = None,
         replicas: int = 0,
         replica_timeout: float = 1.0,
+        reconnect_for: float = RECONNECT_FOR,
     ) -> None:
         if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
             raise ValueError(f"replicas must be an int >= 0, not {replicas!r}")
@@ -330,6 +347,7 @@ class _Base:
         self.keys = _base_keys(base)
         self.replicas = replicas
         self.replica_timeout = float(replica_timeout)
+        self.reconnect_for = float(reconnect_for)
         self._cluster = getattr(client, "nodes_manager", None) is not None or hasattr(
             client, "get_node_from_key"
         )
@@ -369,6 +387,7 @@ class Link(_Base):
         carry a request token and, with ``replicas``, are followed by ``WAIT``
     :param replicas: after each write, wait until this many replicas acknowledged it
     :param replica_timeout: the longest that wait, in seconds
+    :param reconnect_for: how long to go on repeating a request after connection errors
     """
 
     __slots__ = ()
@@ -403,16 +422,17 @@ class Link(_Base):
             self._sessions.give(session)
 
     def _retrying(self, call: Callable[[], Any], safe: bool, write: bool | None) -> Any:
-        tries = 0
+        tries, began = 0, time.monotonic()
         while True:
             tries += 1
             try:
                 return call()
             except (rx.ConnectionError, rx.TimeoutError) as exc:
-                if safe and _retryable(exc) and tries <= len(RECONNECT_DELAYS):
-                    time.sleep(RECONNECT_DELAYS[tries - 1])
+                delay = _delay(tries, began, self.reconnect_for)
+                if safe and _retryable(exc) and delay is not None:
+                    time.sleep(delay)
                     continue
-                raise _mapped(self.client, exc, write, tries) from exc
+                raise _mapped(self.client, exc, write, tries, began) from exc
 
     def _node_client(self) -> Any:
         if not self._cluster:
@@ -493,6 +513,7 @@ class AsyncLink(_Base):
         writes: Collection[str] | None = None,
         replicas: int = 0,
         replica_timeout: float = 1.0,
+        reconnect_for: float = RECONNECT_FOR,
     ) -> None:
         super().__init__(
             client,
@@ -501,6 +522,7 @@ class AsyncLink(_Base):
             writes=writes,
             replicas=replicas,
             replica_timeout=replica_timeout,
+            reconnect_for=reconnect_for,
         )
         if self.replicas and self._cluster:
             raise NotImplementedError(
@@ -534,16 +556,17 @@ class AsyncLink(_Base):
             self._sessions.give(session)
 
     async def _retrying(self, call: Callable[[], Any], safe: bool, write: bool | None) -> Any:
-        tries = 0
+        tries, began = 0, time.monotonic()
         while True:
             tries += 1
             try:
                 return await call()
             except (rx.ConnectionError, rx.TimeoutError) as exc:
-                if safe and _retryable(exc) and tries <= len(RECONNECT_DELAYS):
-                    await asyncio.sleep(RECONNECT_DELAYS[tries - 1])
+                delay = _delay(tries, began, self.reconnect_for)
+                if safe and _retryable(exc) and delay is not None:
+                    await asyncio.sleep(delay)
                     continue
-                raise _mapped(self.client, exc, write, tries) from exc
+                raise _mapped(self.client, exc, write, tries, began) from exc
 
     async def _write_and_wait(self, request: Script, token: str) -> Any:
         script, (evalsha, wait) = self._pipeline_parts(request, token)

@@ -66,6 +66,7 @@ class RedisClaims:
             CLAIM_SCRIPTS,
             replicas=wait.replicas,
             replica_timeout=wait.replica_timeout,
+            reconnect_for=wait.reconnect_for,
         )
 
     def __repr__(self) -> str:
