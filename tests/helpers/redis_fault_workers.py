@@ -26,7 +26,6 @@ def cache_queue_drain(
     finds nothing, as a user's worker would: a connection error or a timeout is logged and the
     loop goes on (the server comes back). ``settings`` are more RedisCache settings."""
     import redis
-
     from diskcache_oxide.remote import RedisCache
 
     cache = RedisCache(url, namespace=namespace, **{"timeout": 5.0, **settings})

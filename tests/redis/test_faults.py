@@ -357,8 +357,8 @@ def test_a_restart_with_aof_mid_drain(make_redis_server: Any, kind: str, outage:
     duplicates = {value: count for value, count in counts.items() if count > 1}
     errors = [error for _, _, worker_errors in reports for error in worker_errors]
     print(
-        f"\nrestart mid-drain ({kind}, {outage}): {len(acknowledged)} acknowledged, {len(pulled)} pulled "
-        f"by 4 workers ({[len(taken) for _, taken, _ in reports]}), lost {lost}, duplicates "
+        f"\nrestart mid-drain ({kind}, {outage}): {len(acknowledged)} acknowledged, "
+        f"{len(pulled)} pulled by 4 workers ({[len(taken) for _, taken, _ in reports]}), lost {lost}, duplicates "
         f"{duplicates}, adds in doubt {in_doubt}, down {downtime[0]:.2f} s, worker errors "
         f"{len(errors)}: {sorted(set(e.split(':')[0] for e in errors))}"
     )
@@ -413,3 +413,230 @@ def test_a_stopped_server_times_out_with_an_error_naming_the_setting(
     assert after.get("k") == 1
     cache.close()
     after.close()
+
+
+# ----- d. replicas: WAIT, and a cluster master killed while the cluster fails over -------------
+
+
+@pytest.fixture
+def master_and_replica(make_redis_server: Any) -> tuple[Any, Any]:
+    """A server and one replica of it (``--replicaof``), synced."""
+    master = make_redis_server(name="master", extra=["--repl-diskless-sync-delay", "0"])
+    replica = make_redis_server(
+        name="replica", extra=["--replicaof", "127.0.0.1", str(master.port)]
+    )
+    deadline = time.monotonic() + 20
+    while True:
+        fields = redis_servers.info_fields(replica.command("INFO", "replication"))
+        if fields.get("master_link_status") == "up":
+            return master, replica
+        assert time.monotonic() < deadline, f"the replica did not sync: {fields}"
+        time.sleep(0.05)
+
+
+def test_replicas_waits_after_writes_and_says_when_a_write_may_not_survive(
+    master_and_replica: tuple[Any, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    master, replica = master_and_replica
+    namespace = _namespace()
+    cache = RedisCache(master.url, namespace=namespace, replicas=1, replica_timeout=0.3)
+    key = cache.push("kept")  # WAIT 1: the replica has it when push returns
+    assert RedisCache(replica.url, namespace=namespace).peek() == (key, "kept")
+    cache.set("k", 1)
+    replica.pause()
+    try:
+        with pytest.raises(NotReplicatedError) as raised:
+            cache.push("unsure")
+        assert raised.value.acknowledged == 0 and isinstance(raised.value, CacheError)
+        assert "may not survive a failover" in str(raised.value)
+        assert "replica_timeout=0.3" in str(raised.value)
+        assert cache.get("k") == 1  # reads send no WAIT
+        # A pull's take hands the item over: it returns it (with a warning) rather than raise
+        # and lose it for the caller.
+        with caplog.at_level("WARNING", logger="diskcache_oxide.remote"):
+            assert cache.pull() == (key, "kept")
+        assert "may be delivered again" in caplog.text
+    finally:
+        replica.resume()
+    # The write that raised ran on the master: the error says it may not survive, not that it
+    # did not happen.
+    assert cache.pull()[1] == "unsure"
+
+
+def test_the_async_link_waits_for_replicas_too(master_and_replica: tuple[Any, Any]) -> None:
+    import asyncio
+
+    import redis.asyncio
+    from diskcache_oxide import _core
+    from diskcache_oxide.remote._io import AsyncLink, Script
+    from diskcache_oxide.remote._scripts import SCRIPTS
+
+    master, replica = master_and_replica
+    base = b"dco:{" + _namespace().encode() + b"}:"
+
+    async def main() -> tuple[Any, Any]:
+        client = redis.asyncio.Redis.from_url(master.url)
+        link = AsyncLink(client, base, SCRIPTS, replicas=1, replica_timeout=0.3)
+        push = Script("push", (b"i", "back", "", b"", _core.encode_value("a")))
+        numbers = await link.send(push)
+        replica.pause()
+        try:
+            with pytest.raises(NotReplicatedError):
+                await link.send(push)
+        finally:
+            replica.resume()
+        await client.aclose()
+        return numbers, redis_servers.command(replica.port, "ZCARD", base + b"Q:i")
+
+    numbers, on_replica = asyncio.run(main())
+    assert numbers == [b"500000000000000"] and on_replica >= 1
+
+
+def _slot_nodes(cluster: Any, namespace: str) -> tuple[Any, Any]:
+    """The master of the namespace's slot and its replica, once the nodes' gossip agrees."""
+    from redis.crc import key_slot
+
+    slot = key_slot(b"dco:{" + namespace.encode() + b"}:i")
+    deadline = time.monotonic() + 20
+    while True:
+        master, replica = redis_servers.slot_master_and_replica(cluster, slot)
+        if replica is not None:
+            return master, replica
+        assert time.monotonic() < deadline, "the slot's master has no replica"
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("replicas", [0, 1])
+def test_a_forced_failover_loses_the_writes_the_replica_never_got(
+    make_redis_cluster: Any, replicas: int
+) -> None:
+    """Made reproducible: the namespace's replica is stopped (SIGSTOP) and its replication
+    connection killed, so writes after that reach the master only; then the master is killed
+    (SIGKILL) and the replica takes over (``CLUSTER FAILOVER TAKEOVER``). Without ``replicas``
+    those writes were acknowledged and are lost; with ``replicas=1`` none of them was
+    acknowledged (each raised NotReplicatedError) and every acknowledged write survives."""
+    cluster = make_redis_cluster(replicas=1)
+    namespace = _namespace()
+    url = cluster.url + "?cluster=1"
+    cache = RedisCache(
+        url, namespace=namespace, replicas=replicas, replica_timeout=0.3, timeout=2.0
+    )
+    before = [cache.push(f"before-{i}") and f"before-{i}" for i in range(20)]
+    cluster.wait_replicated()
+    master, replica = _slot_nodes(cluster, namespace)
+    replica.pause()
+    acknowledged_after, refused_after = [], []
+    try:
+        assert master.command("CLIENT", "KILL", "TYPE", "replica") == 1
+        for i in range(10):
+            try:
+                cache.push(f"after-{i}")
+            except NotReplicatedError:
+                refused_after.append(f"after-{i}")
+                continue
+            acknowledged_after.append(f"after-{i}")
+        master.kill()
+    finally:
+        replica.resume()
+    assert replica.command("CLUSTER", "FAILOVER", "TAKEOVER") == "OK"
+    began = time.monotonic()
+    cluster.wait_for_failover()
+    from redis.crc import key_slot
+
+    slot = key_slot(b"dco:{" + namespace.encode() + b"}:i")
+    assert redis_servers.slot_master_and_replica(cluster, slot)[0] is replica
+    # A new client, from a live node (the first master may be the one killed).
+    reader = RedisCache(f"redis://{replica.address}?cluster=1", namespace=namespace, timeout=2.0)
+    left = _queue(reader)
+    print(
+        f"\nforced failover, replicas={replicas}: {len(acknowledged_after)} writes after the "
+        f"replica stopped were acknowledged, {len(refused_after)} raised NotReplicatedError; "
+        f"after the takeover ({time.monotonic() - began:.2f} s) the queue holds {len(left)}: "
+        f"lost acknowledged {sorted(set(before + acknowledged_after) - set(left))}"
+    )
+    assert set(before) <= set(left)
+    if replicas:
+        assert not acknowledged_after and len(refused_after) == 10
+    else:
+        assert len(acknowledged_after) == 10
+        # asynchronous replication: acknowledged, then lost with the master
+        assert not set(acknowledged_after) & set(left)
+    assert not set(refused_after) & set(left)
+    cache.close()
+    reader.close()
+
+
+@pytest.mark.slow
+def test_a_master_killed_mid_pushes_fails_over_and_keeps_every_waited_push(
+    make_redis_cluster: Any,
+) -> None:
+    """A producer pushes with ``replicas=1`` while the namespace's master is SIGKILLed; the
+    cluster promotes its replica (after ``cluster-node-timeout``, 2 s here) and the client
+    follows the new topology. The killed master is started again and rejoins as the new
+    master's replica, so waited pushes are acknowledged again. Every acknowledged push is
+    pulled; a value is there twice only where the producer repeated a push that raised."""
+    cluster = make_redis_cluster(replicas=1)
+    namespace = _namespace()
+    url = cluster.url + "?cluster=1"
+    cache = RedisCache(url, namespace=namespace, replicas=1, replica_timeout=1.0, timeout=2.0)
+    master, replica = _slot_nodes(cluster, namespace)
+    acknowledged: list[int] = []
+    in_doubt: list[int] = []
+    errors: collections.Counter[str] = collections.Counter()
+    done = threading.Event()
+
+    def produce() -> None:
+        i = 0
+        while not done.is_set():
+            try:
+                cache.push(i)
+            except (redis.RedisError, redis.exceptions.RedisClusterException, CacheError) as exc:
+                errors[type(exc).__name__] += 1
+                in_doubt.append(i)  # pushed again: there may be two of it now
+                time.sleep(0.05)
+                continue
+            acknowledged.append(i)
+            i += 1
+
+    def acknowledged_more(count: int) -> None:
+        goal = len(acknowledged) + count
+        deadline = time.monotonic() + 60
+        while len(acknowledged) < goal and time.monotonic() < deadline:
+            time.sleep(0.005)
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    try:
+        acknowledged_more(50)
+        began = time.monotonic()
+        master.kill()
+        at_kill = len(acknowledged)
+        cluster.wait_for_failover()
+        failover = time.monotonic() - began
+        at_failover = len(acknowledged)
+        master.start()  # its nodes.conf makes it rejoin as a replica of the promoted one
+        cluster.wait_ready(30)
+        rejoined = time.monotonic() - began
+        at_rejoin = len(acknowledged)
+        acknowledged_more(50)
+    finally:
+        done.set()
+        producer.join(120)
+    assert not producer.is_alive()
+    promoted, _ = _slot_nodes(cluster, namespace)
+    assert promoted is replica
+    left = _queue(cache)  # the producer's own client, which followed the new topology
+    counts = collections.Counter(left)
+    lost = sorted(set(acknowledged) - set(counts))
+    duplicates = {value: count for value, count in counts.items() if count > 1}
+    print(
+        f"\nmaster killed mid-pushes, replicas=1: failover after {failover:.2f} s, old master "
+        f"back as a replica after {rejoined:.2f} s; acknowledged {at_kill} at the kill, "
+        f"{at_failover} at the failover, {at_rejoin} at the rejoin, {len(acknowledged)} in all, "
+        f"{len(left)} in the queue, lost {lost}, duplicates {duplicates}, errors while it "
+        f"failed over {dict(errors)}"
+    )
+    assert not lost
+    assert set(duplicates) <= set(in_doubt)
+    cache.close()

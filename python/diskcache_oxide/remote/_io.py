@@ -43,6 +43,7 @@ repeating a script that pushes, takes, replaces or acquires would do it twice. S
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 import time
@@ -58,6 +59,7 @@ __all__ = [
     "RECONNECT_FOR",
     "REPLAY_MS",
     "WRITE_SCRIPTS",
+    "CONSUMING_SCRIPTS",
     "AsyncLink",
     "Command",
     "Link",
@@ -70,6 +72,8 @@ __all__ = [
 ]
 
 R = TypeVar("R")
+
+log = logging.getLogger("diskcache_oxide.remote")
 
 Arg = bytes | str | int | float
 
@@ -111,6 +115,13 @@ WRITE_SCRIPTS = frozenset(
         "unwait",
     }
 )
+
+
+#: The writes that remove data and hand it to the caller (a pull's take, a pop). When fewer
+#: replicas than asked acknowledge one, the link returns its reply with a warning instead of
+#: raising: the removal has happened on the master, and raising would lose the item for the
+#: caller; if a failover undoes the removal, the item is delivered again (twice, never lost).
+CONSUMING_SCRIPTS = frozenset({"take", "pop"})
 
 
 class ServerConnectionError(CacheError, rx.ConnectionError):
@@ -320,6 +331,7 @@ class _Base:
         "replica_timeout",
         "replicas",
         "_cluster",
+        "_consumes",
         "_scripts",
         "_sessions",
         "_writes",
@@ -352,20 +364,38 @@ class _Base:
             client, "get_node_from_key"
         )
         self._writes = WRITE_SCRIPTS if writes is None else frozenset(writes)
+        self._consumes = CONSUMING_SCRIPTS & self._writes
         self._sessions = _Sessions()
         self._scripts = {
             name: client.register_script(once(text) if name in self._writes else text)
             for name, text in sources.items()
         }
 
-    def _not_replicated(self, acknowledged: int, reply: Any, name: str) -> NotReplicatedError:
-        return NotReplicatedError(
+    def _replicated(self, acknowledged: Any, reply: Any, name: str) -> Any:
+        """``reply`` if ``acknowledged`` replicas are enough (or the write hands its data to the
+        caller: then a warning), else a :class:`NotReplicatedError`."""
+        if isinstance(acknowledged, BaseException):
+            raise acknowledged
+        if int(acknowledged) >= self.replicas:
+            return reply
+        if name in self._consumes:
+            log.warning(
+                "diskcache_oxide: the %r ran on the master but only %d of %d replicas "
+                "acknowledged it within %s s; returning its result anyway (raising would lose "
+                "it): if that master fails over now, the item may be delivered again",
+                name,
+                int(acknowledged),
+                self.replicas,
+                self.replica_timeout,
+            )
+            return reply
+        raise NotReplicatedError(
             f"the {name!r} write ran on the master but only {acknowledged} of the {self.replicas} "
             f"replicas asked for (replicas={self.replicas}) acknowledged it within "
             f"replica_timeout={self.replica_timeout} s: it may not survive a failover of that "
             "master. Calling again writes it again (a push would be pushed twice); check the "
             "replicas (INFO replication), or lower replicas= or raise replica_timeout=.",
-            acknowledged,
+            int(acknowledged),
             reply,
         )
 
@@ -470,11 +500,7 @@ class Link(_Base):
                 continue
             if isinstance(reply, BaseException):
                 raise reply
-            if isinstance(acknowledged, BaseException):
-                raise acknowledged
-            if int(acknowledged) < self.replicas:
-                raise self._not_replicated(int(acknowledged), reply, request.name)
-            return reply
+            return self._replicated(acknowledged, reply, request.name)
         raise ServerConnectionError(
             f"the {request.name!r} write could not reach the master of its slot (redirected or "
             "told the cluster is down 8 times); the cluster may be failing over: try again later"
@@ -533,9 +559,9 @@ class AsyncLink(_Base):
     async def send(self, request: Request) -> Any:
         """One request's reply (see :meth:`Link.send`)."""
         if isinstance(request, Command):
-            args = request.args
+            command = request.args
             return await self._retrying(
-                lambda: self.client.execute_command(*args), request.idempotent, None
+                lambda: self.client.execute_command(*command), request.idempotent, None
             )
         if request.name not in self._writes:
             script = self._scripts[request.name]
@@ -580,11 +606,7 @@ class AsyncLink(_Base):
                 continue
             if isinstance(reply, BaseException):
                 raise reply
-            if isinstance(acknowledged, BaseException):
-                raise acknowledged
-            if int(acknowledged) < self.replicas:
-                raise self._not_replicated(int(acknowledged), reply, request.name)
-            return reply
+            return self._replicated(acknowledged, reply, request.name)
         raise rx.NoScriptError(f"the {request.name!r} script could not be loaded")
 
     async def run(self, op: Op[R]) -> R:
