@@ -356,11 +356,12 @@ def test_a_restart_with_aof_mid_drain(make_redis_server: Any, kind: str, outage:
     lost = sorted(set(acknowledged) - set(counts))
     duplicates = {value: count for value, count in counts.items() if count > 1}
     errors = [error for _, _, worker_errors in reports for error in worker_errors]
+    kinds = sorted({error.split(":")[0] for error in errors})
     print(
         f"\nrestart mid-drain ({kind}, {outage}): {len(acknowledged)} acknowledged, "
-        f"{len(pulled)} pulled by 4 workers ({[len(taken) for _, taken, _ in reports]}), lost {lost}, duplicates "
-        f"{duplicates}, adds in doubt {in_doubt}, down {downtime[0]:.2f} s, worker errors "
-        f"{len(errors)}: {sorted(set(e.split(':')[0] for e in errors))}"
+        f"{len(pulled)} pulled by 4 workers ({[len(taken) for _, taken, _ in reports]}), "
+        f"lost {lost}, duplicates {duplicates}, adds in doubt {in_doubt}, "
+        f"down {downtime[0]:.2f} s, worker errors {len(errors)}: {kinds}"
     )
     # Without a lease an item taken is gone, so the only way to pull a value twice is to push
     # it twice: a producer's repeat after an error that left its first push in doubt.
