@@ -18,26 +18,28 @@ same hash tag), and the namespace's prefix as its first argument.
 **Faults (D-061).** A request whose reply is lost may or may not have run on the server, and
 repeating a script that pushes, takes, replaces or acquires would do it twice. So:
 
-- A *write* script (its name in ``writes``, by default :data:`WRITE_SCRIPTS`) carries a request
-  token, ``<session>:<sequence>``, as its last argument. The link wraps the script's source so
-  that, atomically with the write, it keeps its reply under ``<prefix>o:<session>`` (one key per
-  concurrent caller, the last reply only, for :data:`REPLAY_MS`); the same token sent again
-  returns the kept reply and writes nothing. So a write is safe to repeat, whoever repeats it:
-  this link, redis-py's own ``Retry`` on a user's client, or ``RedisCluster``'s retries while it
-  follows a failover.
+- A *write* script (every script not in :data:`READ_SCRIPTS`, or those named in ``writes``)
+  carries a request token, ``<session>:<sequence>``, as its last argument. The link wraps the
+  script's source so that, atomically with the write, it keeps its reply under
+  ``<prefix>o:<session>`` (one key per concurrent caller, the last reply only, for
+  :data:`REPLAY_MS`); the same token sent again returns the kept reply and writes nothing. So
+  a write is safe to repeat, whoever repeats it: this link, redis-py's own ``Retry`` on a
+  user's client, or ``RedisCluster``'s retries while it follows a failover. The wrapper takes
+  the token off ``ARGV`` before the script's own code runs, which sees what it always saw.
 - The link repeats a request after a ``ConnectionError`` (the connection dropped, was refused or
   the server is loading its data) for up to ``reconnect_for`` seconds (:data:`RECONNECT_FOR`),
-  the pauses doubling from 50 ms to 1 s: reads and
-  tokened writes always, a plain :class:`Command` only if it says it is ``idempotent``. It
-  never repeats after a timeout: a server that does not answer within the socket timeout gets
-  no second wait.
-- What reaches the caller is one of our errors, each a :class:`~diskcache_oxide.errors.CacheError`
-  *and* the redis-py error it replaces (so ``except redis.ConnectionError`` still catches it):
-  :class:`ServerConnectionError`, :class:`ServerTimeout`, and :class:`NotReplicatedError`
-  when ``replicas`` are asked for and fewer acknowledged a write.
+  the pauses doubling from 50 ms to 1 s: reads and tokened writes always, a plain
+  :class:`Command` only if it says it is ``idempotent``. It never repeats after a timeout: a
+  server that does not answer within the socket timeout gets no second wait.
+- A redis-py connection error or timeout reaches the caller as :class:`ServerConnectionError`
+  or :class:`ServerTimeout`: each a :class:`~diskcache_oxide.errors.CacheError` *and* the
+  redis-py error it replaces (so ``except redis.ConnectionError`` in a worker loop still
+  catches it), whose message says where, whether the call may have run and what to do.
 - ``replicas=n`` sends ``WAIT n replica_timeout`` after every write script, on the connection
   that ran it (the script and the ``WAIT`` in one pipeline, on the master of the namespace's
-  slot), so that a write that returns has reached ``n`` replicas. Reads send no ``WAIT``.
+  slot), so that a write that returns has reached ``n`` replicas; fewer raise
+  :class:`NotReplicatedError`, except for a write that hands data to the caller
+  (:data:`CONSUMING_SCRIPTS`), which returns it with a warning. Reads send no ``WAIT``.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ from ..errors import CacheError
 __all__ = [
     "RECONNECT_FOR",
     "REPLAY_MS",
-    "WRITE_SCRIPTS",
+    "READ_SCRIPTS",
     "CONSUMING_SCRIPTS",
     "AsyncLink",
     "Command",
@@ -87,34 +89,12 @@ RECONNECT_FOR = 10.0
 #: concurrent caller and holds only its last reply.
 REPLAY_MS = 120_000
 
-#: The scripts that write (of ``_scripts.SCRIPTS`` and ``CLAIM_SCRIPTS``): they carry a request
-#: token and, with ``replicas``, are followed by ``WAIT``. The others only read (``get`` counts
-#: statistics and ``peekitem``/``list`` remove expired entries, which are safe to repeat).
-WRITE_SCRIPTS = frozenset(
-    {
-        # the cache and the queue
-        "set",
-        "set_many",
-        "delete",
-        "pop",
-        "touch",
-        "expire",
-        "evict",
-        "clear",
-        "stats",
-        "push",
-        "take",
-        "replace",
-        # claims
-        "acquire",
-        "extend",
-        "release",
-        "break",
-        "wake",
-        "wait",
-        "unwait",
-    }
-)
+#: The scripts that only read (of ``_scripts.SCRIPTS`` and ``CLAIM_SCRIPTS``): sent as they
+#: are, repeated freely, never followed by ``WAIT``. Every other script is a *write*: it carries
+#: a request token and, with ``replicas``, is followed by ``WAIT``, so a script added later is
+#: safe to repeat unless it is named here. (``get`` counts statistics and ``peekitem``/``list``
+#: remove expired entries: repeating those is harmless, and they need no replica.)
+READ_SCRIPTS = frozenset({"get", "get_many", "get_revision", "peek", "peekitem", "holder", "list"})
 
 
 #: The writes that remove data and hand it to the caller (a pull's take, a pop). When fewer
@@ -363,7 +343,7 @@ class _Base:
         self._cluster = getattr(client, "nodes_manager", None) is not None or hasattr(
             client, "get_node_from_key"
         )
-        self._writes = WRITE_SCRIPTS if writes is None else frozenset(writes)
+        self._writes = frozenset(sources) - READ_SCRIPTS if writes is None else frozenset(writes)
         self._consumes = CONSUMING_SCRIPTS & self._writes
         self._sessions = _Sessions()
         self._scripts = {
@@ -413,8 +393,9 @@ _REROUTE = (rx.MovedError, rx.ClusterDownError, rx.TryAgainError)
 class Link(_Base):
     """A namespace on a blocking redis-py client: runs operations, one request at a time.
 
-    :param writes: the names of the scripts that write (default :data:`WRITE_SCRIPTS`): they
-        carry a request token and, with ``replicas``, are followed by ``WAIT``
+    :param writes: the names of the scripts that write (default: every one not in
+        :data:`READ_SCRIPTS`): they carry a request token and, with ``replicas``, are followed
+        by ``WAIT``
     :param replicas: after each write, wait until this many replicas acknowledged it
     :param replica_timeout: the longest that wait, in seconds
     :param reconnect_for: how long to go on repeating a request after connection errors
