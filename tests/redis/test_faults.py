@@ -421,15 +421,17 @@ def test_a_stopped_server_times_out_with_an_error_naming_the_setting(
 
 @pytest.fixture
 def master_and_replica(make_redis_server: Any) -> tuple[Any, Any]:
-    """A server and one replica of it (``--replicaof``), synced."""
+    """A server and one replica of it (``--replicaof``), synced and online."""
     master = make_redis_server(name="master", extra=["--repl-diskless-sync-delay", "0"])
     replica = make_redis_server(
         name="replica", extra=["--replicaof", "127.0.0.1", str(master.port)]
     )
     deadline = time.monotonic() + 20
     while True:
-        fields = redis_servers.info_fields(replica.command("INFO", "replication"))
-        if fields.get("master_link_status") == "up":
+        # The master counts a replica for WAIT once it is online on the master's side (after
+        # its first ACK), not when the replica says its link is up.
+        fields = redis_servers.info_fields(master.command("INFO", "replication"))
+        if "state=online" in fields.get("slave0", ""):
             return master, replica
         assert time.monotonic() < deadline, f"the replica did not sync: {fields}"
         time.sleep(0.05)
@@ -440,22 +442,25 @@ def test_replicas_waits_after_writes_and_says_when_a_write_may_not_survive(
 ) -> None:
     master, replica = master_and_replica
     namespace = _namespace()
-    cache = RedisCache(master.url, namespace=namespace, replicas=1, replica_timeout=0.3)
+    # A generous replica_timeout where the replica is up (the machine may be loaded), a short
+    # one where it is stopped and the wait must run out.
+    cache = RedisCache(master.url, namespace=namespace, replicas=1, replica_timeout=10.0)
+    short = RedisCache(master.url, namespace=namespace, replicas=1, replica_timeout=0.3)
     key = cache.push("kept")  # WAIT 1: the replica has it when push returns
     assert RedisCache(replica.url, namespace=namespace).peek() == (key, "kept")
     cache.set("k", 1)
     replica.pause()
     try:
         with pytest.raises(NotReplicatedError) as raised:
-            cache.push("unsure")
+            short.push("unsure")
         assert raised.value.acknowledged == 0 and isinstance(raised.value, CacheError)
         assert "may not survive a failover" in str(raised.value)
         assert "replica_timeout=0.3" in str(raised.value)
-        assert cache.get("k") == 1  # reads send no WAIT
+        assert short.get("k") == 1  # reads send no WAIT
         # A pull's take hands the item over: it returns it (with a warning) rather than raise
         # and lose it for the caller.
         with caplog.at_level("WARNING", logger="diskcache_oxide.remote"):
-            assert cache.pull() == (key, "kept")
+            assert short.pull() == (key, "kept")
         assert "may be delivered again" in caplog.text
     finally:
         replica.resume()
@@ -477,13 +482,14 @@ def test_the_async_link_waits_for_replicas_too(master_and_replica: tuple[Any, An
 
     async def main() -> tuple[Any, Any]:
         client = redis.asyncio.Redis.from_url(master.url)
-        link = AsyncLink(client, base, SCRIPTS, replicas=1, replica_timeout=0.3)
+        link = AsyncLink(client, base, SCRIPTS, replicas=1, replica_timeout=10.0)
+        short = AsyncLink(client, base, SCRIPTS, replicas=1, replica_timeout=0.3)
         push = Script("push", (b"i", "back", "", b"", _core.encode_value("a")))
         numbers = await link.send(push)
         replica.pause()
         try:
             with pytest.raises(NotReplicatedError):
-                await link.send(push)
+                await short.send(push)
         finally:
             replica.resume()
         await client.aclose()
@@ -520,10 +526,10 @@ def test_a_forced_failover_loses_the_writes_the_replica_never_got(
     cluster = make_redis_cluster(replicas=1)
     namespace = _namespace()
     url = cluster.url + "?cluster=1"
-    cache = RedisCache(
-        url, namespace=namespace, replicas=replicas, replica_timeout=0.3, timeout=2.0
-    )
-    before = [cache.push(f"before-{i}") and f"before-{i}" for i in range(20)]
+    settings: dict[str, Any] = {"namespace": namespace, "replicas": replicas, "timeout": 2.0}
+    first = RedisCache(url, replica_timeout=10.0, **settings)  # the replica is up
+    cache = RedisCache(url, replica_timeout=0.3, **settings)  # it will be stopped
+    before = [first.push(f"before-{i}") and f"before-{i}" for i in range(20)]
     cluster.wait_replicated()
     master, replica = _slot_nodes(cluster, namespace)
     replica.pause()
@@ -564,6 +570,7 @@ def test_a_forced_failover_loses_the_writes_the_replica_never_got(
         # asynchronous replication: acknowledged, then lost with the master
         assert not set(acknowledged_after) & set(left)
     assert not set(refused_after) & set(left)
+    first.close()
     cache.close()
     reader.close()
 
@@ -580,7 +587,7 @@ def test_a_master_killed_mid_pushes_fails_over_and_keeps_every_waited_push(
     cluster = make_redis_cluster(replicas=1)
     namespace = _namespace()
     url = cluster.url + "?cluster=1"
-    cache = RedisCache(url, namespace=namespace, replicas=1, replica_timeout=1.0, timeout=2.0)
+    cache = RedisCache(url, namespace=namespace, replicas=1, replica_timeout=2.0, timeout=2.0)
     master, replica = _slot_nodes(cluster, namespace)
     acknowledged: list[int] = []
     in_doubt: list[int] = []
