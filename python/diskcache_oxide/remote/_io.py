@@ -463,7 +463,12 @@ class Link(_Base):
         the namespace's slot (``WAIT`` counts that connection's writes only)."""
         script, (evalsha, wait) = self._pipeline_parts(request, token)
         for attempt in range(8):
-            node = self._node_client()
+            try:
+                node = self._node_client()
+            except rx.SlotNotCoveredError:  # the slot's master failed and none took over yet
+                time.sleep(0.05 * attempt)
+                self._refresh()
+                continue
             pipe = node.pipeline(transaction=False)
             pipe.execute_command(*evalsha)
             pipe.execute_command(*wait)
