@@ -28,6 +28,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
 
 redis = pytest.importorskip("redis")
 
@@ -240,6 +248,86 @@ def test_a_connection_killed_during_a_blocked_pull(make_redis_server: Any) -> No
     result = outcome[0]
     assert result == (None, None) or isinstance(result, redis.ConnectionError)
     cache.close()
+
+
+class _LostReplies(RuleBasedStateMachine):
+    """Calls through a cutting proxy against a model: any call may have its reply lost after
+    the server ran it (``cut``); the results and the server's state must be the model's, as if
+    nothing had been cut. ``url`` is set by the test."""
+
+    url = ""
+
+    def __init__(self) -> None:
+        super().__init__()
+        port = int(self.url.rsplit(":", 1)[1].split("/")[0])
+        namespace = _namespace()
+        self.proxy = redis_servers.CuttingProxy(port)
+        self.through = RedisCache(self.proxy.url, namespace=namespace, timeout=5.0)
+        self.direct = RedisCache(self.url, namespace=namespace, timeout=5.0)
+        _loaded(self.through._link)
+        self.queue: list[tuple[Any, int]] = []
+        self.entries: dict[str, int] = {}
+
+    def _arm(self, cut: bool, script: str) -> None:
+        self.proxy.cut(_sha(self.through._link, script) if cut else b"", 1 if cut else 0)
+
+    @rule(value=st.integers(0, 99), cut=st.booleans())
+    def push(self, value: int, cut: bool) -> None:
+        self._arm(cut, "push")
+        self.queue.append((self.through.push(value), value))
+
+    @rule(cut=st.booleans())
+    def pull(self, cut: bool) -> None:
+        self._arm(cut, "take")
+        expected = self.queue.pop(0) if self.queue else (None, None)
+        assert self.through.pull() == expected
+
+    @rule(key=st.sampled_from("abc"), delta=st.integers(-3, 3), cut=st.booleans())
+    def incr(self, key: str, delta: int, cut: bool) -> None:
+        self._arm(cut, "replace")
+        self.entries[key] = self.entries.get(key, 0) + delta
+        assert self.through.incr(key, delta) == self.entries[key]
+
+    @rule(key=st.sampled_from("abc"), value=st.integers(0, 9), cut=st.booleans())
+    def add(self, key: str, value: int, cut: bool) -> None:
+        self._arm(cut, "set")
+        expected = key not in self.entries
+        if expected:
+            self.entries[key] = value
+        assert self.through.add(key, value) is expected
+
+    @rule(key=st.sampled_from("abc"), cut=st.booleans())
+    def pop(self, key: str, cut: bool) -> None:
+        self._arm(cut, "pop")
+        assert self.through.pop(key) == self.entries.pop(key, None)
+
+    @rule(key=st.sampled_from("abc"), cut=st.booleans())
+    def delete(self, key: str, cut: bool) -> None:
+        self._arm(cut, "delete")
+        assert self.through.delete(key) is (self.entries.pop(key, None) is not None)
+
+    @invariant()
+    def the_server_holds_the_model(self) -> None:
+        assert self.direct.peek() == (self.queue[0] if self.queue else (None, None))
+        assert {k: self.direct.get(k) for k in "abc" if k in self.direct} == self.entries
+
+    def teardown(self) -> None:
+        self.through.close()
+        self.direct.close()
+        self.proxy.close()
+
+
+def test_calls_whose_replies_are_lost_match_a_model(redis_url: str) -> None:
+    machine = type("LostReplies", (_LostReplies,), {"url": redis_url})
+    run_state_machine_as_test(
+        machine,
+        settings=settings(
+            max_examples=15,
+            stateful_step_count=12,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+        ),
+    )
 
 
 # ----- a. a server restarted with its AOF in the middle of a 4-process drain -------------------
