@@ -4,8 +4,10 @@ each stopped by pid:
 
 - a connection dropped after the request was sent (a cutting proxy in the test): the write ran
   and its reply is lost; the link repeats it with the same request token and the server
-  replays the reply, so nothing is done twice; a read repeats plainly; a connection that
-  always drops ends in a ``ServerConnectionError`` that says whether the call may have run;
+  replays the reply, so nothing is done twice (each kind of write, the asyncio link, a user's
+  client with redis-py's own retry, and a state machine against a model); a read repeats
+  plainly; a connection that always drops ends in a ``ServerConnectionError`` that says
+  whether the call may have run;
 - a server that stops answering (SIGSTOP): the call ends with a ``ServerTimeout`` naming the
   timeout setting, after about the socket timeout (measured, not asserted);
 - a server restarted (SIGKILL, AOF with ``appendfsync always``) in the middle of a 4-process
@@ -191,6 +193,35 @@ def test_a_users_client_with_redis_pys_retry_does_not_double_a_push(redis_url: s
     direct = RedisCache(redis_url, namespace=namespace)
     assert direct.peek() == (key, "once")
     assert _queue(direct) == ["once"]
+
+
+def test_the_async_link_repeats_a_write_whose_reply_was_lost(redis_url: str) -> None:
+    """The same on redis-py's asyncio client: AsyncLink repeats with the token."""
+    import asyncio
+
+    import redis.asyncio
+    from diskcache_oxide import _core
+    from diskcache_oxide.remote._io import AsyncLink, Script
+    from diskcache_oxide.remote._scripts import SCRIPTS
+
+    port = int(redis_url.rsplit(":", 1)[1].split("/")[0])
+    base = b"dco:{" + _namespace().encode() + b"}:"
+
+    async def main(proxy: Any) -> Any:
+        client = redis.asyncio.Redis.from_url(proxy.url)
+        link = AsyncLink(client, base, SCRIPTS)
+        for script in link._scripts.values():
+            await client.script_load(script.script)
+        proxy.cut(_sha(link, "push"))
+        numbers = await link.send(Script("push", (b"i", "back", "", b"", _core.encode_value(1))))
+        await client.aclose()
+        return numbers
+
+    with redis_servers.CuttingProxy(port) as proxy:
+        numbers = asyncio.run(main(proxy))
+        assert proxy.cut_count == 1
+    assert numbers == [b"500000000000000"]
+    assert redis_servers.command(port, "ZCARD", base + b"Q:i") == 1
 
 
 def test_a_connection_that_always_drops_ends_in_a_clear_error(proxied: Any) -> None:
