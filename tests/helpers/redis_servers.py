@@ -779,3 +779,164 @@ def running(**settings: Any) -> Iterator[RedisServer]:
         yield server
     finally:
         server.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Faults between the client and the server (tests/redis/test_faults.py).
+
+
+class CuttingProxy:
+    """A TCP proxy on 127.0.0.1 in front of a server (``target_port``), for dropped-connection
+    tests: it forwards both ways until a request from a client contains ``marker``; then, while
+    it has cuts left (``cuts``; -1: every time), it forwards that request, waits until the
+    server's reply begins (so the request ran), throws the reply away and closes both
+    connections: the client sees the connection drop with its request applied and its reply
+    lost. ``cut(marker, cuts)`` arms it again; ``cut_count`` is how many it cut. Its threads are
+    daemons; ``close()`` stops listening and closes every connection."""
+
+    def __init__(self, target_port: int, marker: bytes = b"", cuts: int = 0) -> None:
+        self.target_port = target_port
+        self._lock = threading.Lock()
+        self._marker = marker
+        self._cuts = cuts
+        self.cut_count = 0
+        self._sockets: list[socket.socket] = []
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind((HOST, 0))
+        self._listener.listen(64)
+        self.port = int(self._listener.getsockname()[1])
+        self._closed = False
+        threading.Thread(target=self._accept, name="cutting-proxy", daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"redis://{HOST}:{self.port}/0"
+
+    def cut(self, marker: bytes, cuts: int = 1) -> None:
+        """Cut the next ``cuts`` requests containing ``marker`` (-1: all of them)."""
+        with self._lock:
+            self._marker, self._cuts = marker, cuts
+
+    def _should_cut(self, data: bytes) -> bool:
+        with self._lock:
+            if self._cuts == 0 or not self._marker or self._marker not in data:
+                return False
+            if self._cuts > 0:
+                self._cuts -= 1
+            self.cut_count += 1
+            return True
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection((HOST, self.target_port), timeout=5.0)
+            except OSError:
+                client.close()
+                continue
+            server.settimeout(None)
+            with self._lock:
+                self._sockets += [client, server]
+            cutting = threading.Event()
+            replied = threading.Event()
+            threading.Thread(
+                target=self._upstream, args=(client, server, cutting, replied), daemon=True
+            ).start()
+            threading.Thread(
+                target=self._downstream, args=(server, client, cutting, replied), daemon=True
+            ).start()
+
+    @staticmethod
+    def _shut(*socks: socket.socket) -> None:
+        for sock in socks:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def _upstream(
+        self,
+        client: socket.socket,
+        server: socket.socket,
+        cutting: threading.Event,
+        replied: threading.Event,
+    ) -> None:
+        try:
+            while True:
+                data = client.recv(65536)
+                if not data:
+                    break
+                if self._should_cut(data):
+                    cutting.set()
+                    server.sendall(data)
+                    replied.wait(10.0)
+                    break
+                server.sendall(data)
+        except OSError:
+            pass
+        self._shut(client, server)
+
+    def _downstream(
+        self,
+        server: socket.socket,
+        client: socket.socket,
+        cutting: threading.Event,
+        replied: threading.Event,
+    ) -> None:
+        try:
+            while True:
+                data = server.recv(65536)
+                if not data:
+                    break
+                if cutting.is_set():
+                    replied.set()  # the request ran: its reply goes nowhere
+                    break
+                client.sendall(data)
+        except OSError:
+            pass
+        replied.set()
+        self._shut(client, server)
+
+    def close(self) -> None:
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self._listener.close()
+        with self._lock:
+            socks, self._sockets = self._sockets, []
+        self._shut(*socks)
+
+    def __enter__(self) -> CuttingProxy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def slot_master_and_replica(
+    cluster: RedisCluster, slot: int
+) -> tuple[RedisServer, RedisServer | None]:
+    """The node that is master of ``slot`` now, and its replica (None if it has none)."""
+    rows = cluster.cluster_nodes()
+    by_address = {node.address: node for node in cluster.nodes}
+    for row in rows:
+        if "master" not in row["flags"] or "fail" in row["flags"]:
+            continue
+        for item in row["slots"]:
+            if item.startswith("["):
+                continue
+            low, _, high = item.partition("-")
+            if int(low) <= slot <= int(high or low):
+                replica = next(
+                    (
+                        by_address.get(other["address"])
+                        for other in rows
+                        if other["master"] == row["id"] and "fail" not in other["flags"]
+                    ),
+                    None,
+                )
+                return by_address[row["address"]], replica
+    raise RedisServerError(f"no live master serves slot {slot}")

@@ -8,6 +8,14 @@ same package can hold Valkey and other servers speaking the protocol.
 
 from __future__ import annotations
 
+from ._io import NotReplicatedError, ServerConnectionError, ServerTimeout
 from .cache import RedisCache, UnsupportedError, open_client
 
-__all__ = ["RedisCache", "UnsupportedError", "open_client"]
+__all__ = [
+    "NotReplicatedError",
+    "RedisCache",
+    "ServerConnectionError",
+    "ServerTimeout",
+    "UnsupportedError",
+    "open_client",
+]

@@ -104,6 +104,12 @@ class RedisCache:
     :param pickle: read and write pickles for values the safe format cannot express
     :param on_decode_error: ``'raise'`` or ``'miss'`` (an undecodable value reads as a miss)
     :param timeout: the socket timeout of a client opened from a URL, in seconds
+    :param replicas: after each write, ``WAIT`` until this many replicas acknowledged it, or
+        raise :class:`~diskcache_oxide.remote.NotReplicatedError` (D-061); 0: no wait
+    :param replica_timeout: the longest that wait, in seconds
+    :param reconnect_for: after a connection error, how long to go on repeating a call that is
+        safe to repeat (every call: writes carry a request token, D-061) before raising
+        :class:`~diskcache_oxide.remote.ServerConnectionError`
     :param settings: a directory's settings; those Redis cannot honour raise
         :class:`UnsupportedError` (``size_limit`` and culling: use the server's
         ``maxmemory``)
@@ -116,6 +122,9 @@ class RedisCache:
         pickle: bool = False,
         on_decode_error: str = "raise",
         timeout: float = 60.0,
+        replicas: int = 0,
+        replica_timeout: float = 1.0,
+        reconnect_for: float = 10.0,
         **settings: Any,
     ) -> None:
         if not isinstance(namespace, str) or not namespace:
@@ -154,7 +163,14 @@ class RedisCache:
         self._pickle = bool(pickle)
         self._on_decode_error = on_decode_error
         self._base = b"dco:{" + namespace.encode() + b"}:"
-        self._link = Link(client, self._base, SCRIPTS)
+        self._link = Link(
+            client,
+            self._base,
+            SCRIPTS,
+            replicas=replicas,
+            replica_timeout=replica_timeout,
+            reconnect_for=reconnect_for,
+        )
         self._keys = self._link.keys
         if settings.get("statistics"):
             self.stats(enable=True)

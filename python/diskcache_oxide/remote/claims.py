@@ -59,7 +59,15 @@ class RedisClaims:
 
     def __init__(self, cache: RedisCache) -> None:
         self.cache = cache
-        self._link = Link(cache._client, cache._base, CLAIM_SCRIPTS)
+        wait = cache._link
+        self._link = Link(
+            cache._client,
+            cache._base,
+            CLAIM_SCRIPTS,
+            replicas=wait.replicas,
+            replica_timeout=wait.replica_timeout,
+            reconnect_for=wait.reconnect_for,
+        )
 
     def __repr__(self) -> str:
         return f"RedisClaims(namespace={self.cache.namespace!r})"
