@@ -260,7 +260,8 @@ def snapshot(
             "hits": figures["hits"],
             "misses": figures["misses"],
             "queues": queues_page["total"],
-            "job_queues": job_queues_page["total"],
+            # None when the job queues cannot be read here (no JobQueue on Redis yet).
+            "job_queues": None if "unavailable" in job_queues_page else job_queues_page["total"],
             "claims": claims_page["total"],
             "eviction_policy": figures["eviction_policy"],
             "size_limit": figures["size_limit"],

@@ -91,7 +91,7 @@
       ["misses", "misses", stats.misses, String(stats.misses)],
       ["hit-rate", "hit rate", hitRate, hitRate],
       ["queues", "queues", stats.queues, String(stats.queues)],
-      ["job-queues", "job queues", stats.job_queues, String(stats.job_queues)],
+      ["job-queues", "job queues", stats.job_queues, absent(stats.job_queues, String)],
       ["claims", "live claims", stats.claims, String(stats.claims)],
       ["eviction", "eviction", stats.eviction_policy, stats.eviction_policy],
       ["size-limit", "size limit", stats.size_limit, absent(stats.size_limit, bytes)],
@@ -100,7 +100,7 @@
     const onlyDirectory = "a directory's figure: it does not apply on Redis (the server's maxmemory and maxmemory-policy govern its memory)";
     section.replaceChildren(
       ...cards.map(([key, label, raw, shown]) =>
-        el("div", { class: "card", "data-stat": key, "data-value": raw === null ? "" : raw, title: raw === null ? onlyDirectory : null },
+        el("div", { class: "card", "data-stat": key, "data-value": raw === null ? "" : raw, title: raw === null ? (key === "job-queues" ? s.pages.job_queues.unavailable : onlyDirectory) : null },
           el("div", { class: "value" }, shown), el("div", { class: "label" }, label)))
     );
     if (!stats.statistics) {
@@ -137,7 +137,9 @@
       el("tr", { "data-queue": q.prefix === null ? "-" : q.prefix },
         el("td", { class: "prefix" }, q.prefix === null ? "(int keys)" : q.prefix),
         el("td", { class: "depth num", text: q.depth }),
-        ageCell("oldest", q.oldest_age),
+        s.backend === "redis"
+          ? el("td", { class: "oldest num", title: "Redis keeps no time of storing an item" }, "–")
+          : ageCell("oldest", q.oldest_age),
         el("td", { class: "front", text: q.front === null ? "" : q.front })));
     body.replaceChildren(
       table([["prefix", ""], ["depth", "num"], ["oldest item", "num"], ["front item", ""]], rows),
