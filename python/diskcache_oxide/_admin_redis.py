@@ -183,7 +183,9 @@ def queues(cache: Any) -> list[tuple[str | None, int, float | None]]:
         qid, _sep, number = member[2:].rpartition(b":")
         if len(number) == 15 and number.isdigit() and qid:
             depths.setdefault(qid, set()).add(number)
-    rows = [(_qid_prefix(qid), len(numbers), None) for qid, numbers in depths.items()]
+    rows: list[tuple[str | None, int, float | None]] = [
+        (_qid_prefix(qid), len(numbers), None) for qid, numbers in depths.items()
+    ]
     rows.sort(key=lambda row: (row[0] is not None, row[0] or ""))
     return rows
 
@@ -250,9 +252,7 @@ def claims(cache: Any, namespace: str | None = None) -> list[tuple[str, Any, tup
     not pruned."""
     client = cache.client
     base = _base(cache)
-    sets = (
-        [(namespace, _cid(namespace))] if namespace is not None else _claim_sets(cache)
-    )
+    sets = [(namespace, _cid(namespace))] if namespace is not None else _claim_sets(cache)
     rows = []
     for name, cid in sets:
         # The set may still name a claim that ran out (it is pruned by the next write): its
@@ -270,7 +270,13 @@ def claims(cache: Any, namespace: str | None = None) -> list[tuple[str, Any, tup
                 (
                     name,
                     key,
-                    (_text(token), _text(host), int(pid), int(acquired) / 1000, int(expires) / 1000),
+                    (
+                        _text(token),
+                        _text(host),
+                        int(pid),
+                        int(acquired) / 1000,
+                        int(expires) / 1000,
+                    ),
                 )
             )
     return rows
@@ -365,8 +371,8 @@ class _FaceJobs:
         return found
 
     def counts(self, queue: str) -> tuple[int, int, int, int]:
-        counts = self._call("counts")(queue)
-        return tuple(counts)  # type: ignore[return-value]
+        ready, scheduled, leased, dead = self._call("counts")(queue)
+        return int(ready), int(scheduled), int(leased), int(dead)
 
     def info(self, job_id: int) -> Any:
         return self._call("get")(job_id)

@@ -172,7 +172,8 @@ def open_cache(
     :raises CacheError: if the Redis server does not answer, or redis-py is not installed
     """
     if is_url(target):
-        return _open_redis(str(target), pickle)
+        remote: AnyCache = _open_redis(str(target), pickle)
+        return remote
     path = os.fspath(target)
     if not os.path.isdir(path):
         raise FileNotFoundError(f"no directory {path!r}")
@@ -192,6 +193,12 @@ def _open_redis(url: str, pickle: bool) -> Any:
     from ._open import open as open_any
 
     shown = _shown_url(url)
+    parts = urlsplit(url)
+    if parts.scheme.lower() == "unix" and not parts.netloc:
+        # remote.open_client rebuilds the URL without its namespace with urlunsplit, which
+        # writes unix:///path as unix:/path, a URL redis-py refuses; with a host part (which
+        # redis-py ignores for a socket) it survives. Remove once open_client keeps it.
+        url = parts._replace(netloc="localhost").geturl()
     try:
         cache = open_any(url, pickle=pickle)
     except ImportError as error:
@@ -378,23 +385,6 @@ def preview(cache: AnyCache, key: Any, width: int = 60) -> str | None:
     return cache._preview(key, width)
 
 
-def _queue_keys(cache: Cache, prefix: str | None) -> list[str | int]:
-    # The keys of the queue's shape (a full scan of the keys, as queues() is), in queue order.
-    # A key this process cannot decode is in no queue (a queue's keys are ints and strs).
-    if prefix is None:
-        return sorted(
-            key
-            for key in _readable_keys(cache, cache.iterkeys())
-            if type(key) is int and 0 <= key <= _INT_QUEUE_MAX
-        )
-    shape = re.compile(re.escape(prefix) + r"-[0-9]{15}")
-    return sorted(
-        key
-        for key in _readable_keys(cache, cache.iterkeys(prefix=prefix))
-        if type(key) is str and shape.fullmatch(key)
-    )
-
-
 def _queue_order(cache: AnyCache, prefix: str | None) -> Iterator[Any]:
     # The queue's keys, front first: on Redis from the queue's own set of numbers, a page at
     # a time (a long queue is not read whole for its first few items).
@@ -427,7 +417,9 @@ def queue_items(cache: AnyCache, prefix: str | None, *, limit: int = 100) -> lis
     return items
 
 
-def _all_keys(cache: AnyCache, prefix: str | None = None, *, ordered: bool = False) -> Iterator[Any]:
+def _all_keys(
+    cache: AnyCache, prefix: str | None = None, *, ordered: bool = False
+) -> Iterator[Any]:
     # Every key (an Unreadable for one that cannot be decoded here): a directory's in key
     # order, or in insertion order with ``ordered`` (what a copy keeps); Redis's in insertion
     # order (with ``prefix``: the str keys, sorted).
@@ -454,9 +446,7 @@ def _jobs_core(cache: AnyCache) -> Any:
     return _redis.jobs_core(cache)
 
 
-def job_queues(
-    cache: AnyCache, *, after: str | None = None, limit: int | None = None
-) -> list[str]:
+def job_queues(cache: AnyCache, *, after: str | None = None, limit: int | None = None) -> list[str]:
     """The names of the job queues in the cache (those holding jobs in any state), sorted:
     those after ``after``, at most ``limit`` (None: all).
 
@@ -757,7 +747,9 @@ class CopyReport:
             "its queue at its place)"
         )
         if self.expired:
-            lines.append(f"expired  {self.expired} expired or removed before being read: not copied")
+            lines.append(
+                f"expired  {self.expired} expired or removed before being read: not copied"
+            )
         jobs = f"jobs     {self.jobs} written"
         if self.jobs_leased:
             jobs += f" ({self.jobs_leased} leased in the source, copied as ready)"
@@ -793,7 +785,8 @@ def _is_queue_key(key: Any) -> bool:
 
 def _open_destination(dst: str | os.PathLike[str], source: AnyCache, pickle: bool) -> AnyCache:
     if is_url(dst):
-        return _open_redis(str(dst), pickle)
+        remote: AnyCache = _open_redis(str(dst), pickle)
+        return remote
     path = os.fspath(dst)
     if os.path.exists(path) and not os.path.isdir(path):
         raise FileExistsError(f"{path!r} is a file, not a directory: give a directory or a URL")
@@ -908,7 +901,9 @@ def _copy_entries(
         if progress is not None and done % 100 == 0:
             progress(min(done, total), max(total, done))
         if isinstance(key, Unreadable):
-            report.skipped.append(CopySkip("entry", key, f"its key cannot be decoded here: {key.message}"))
+            report.skipped.append(
+                CopySkip("entry", key, f"its key cannot be decoded here: {key.message}")
+            )
             continue
         try:
             found = entry(source, key)
@@ -988,9 +983,7 @@ def _copy_jobs(source: AnyCache, destination: AnyCache, report: CopyReport) -> N
                 if info.state == "dead":
                     # Not before a far time, then buried: no worker can take it in between. A
                     # dead job's unique key is dropped: it would name a live job of that key.
-                    new = queue.put(
-                        value, delay=_NOT_BEFORE_BURIAL, max_attempts=info.max_attempts
-                    )
+                    new = queue.put(value, delay=_NOT_BEFORE_BURIAL, max_attempts=info.max_attempts)
                     target.bury_any(new, info.error or "dead in the source")
                 else:
                     delay = max(0.0, info.due - now) if info.state == "ready" else 0.0

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import diskcache_oxide
 import pytest
 from cli_support import (
     Filled,
@@ -22,11 +23,10 @@ from cli_support import (
     redis_jobs_missing,
     redis_snapshot,
 )
-
-import diskcache_oxide
 from diskcache_oxide import Cache, _core, admin, register_type, unregister_type
 
 pytestmark = pytest.mark.oxide
+
 
 class Point:
     """A registered type: a key of it cannot be decoded once it is unregistered."""
@@ -45,9 +45,7 @@ class Custom:
         return 1
 
 
-JOBS_XFAIL = pytest.mark.xfail(
-    strict=False, reason="JobQueue on Redis lands with the jobs branch"
-)
+JOBS_XFAIL = pytest.mark.xfail(strict=False, reason="JobQueue on Redis lands with the jobs branch")
 
 
 @pytest.fixture(params=["server", "cluster"])
@@ -224,6 +222,9 @@ def test_errors_are_one_line(run: Run) -> None:
     assert len(down.stderr.splitlines()) == 1
     secret = run("keys", "redis://:hunter2@127.0.0.1:1/0")
     assert "hunter2" not in secret.stderr and ":***@" in secret.stderr
+    tls = run("info", "rediss://127.0.0.1:1/0?namespace=x")
+    assert tls.exit_code == 1
+    assert tls.stderr.startswith("Error: cannot reach the Redis server of rediss://127.0.0.1:1")
     braces = run("info", "redis://127.0.0.1:1/0?namespace=a{b}")
     assert braces.exit_code == 1 and "braces" in braces.stderr
 
@@ -482,3 +483,13 @@ def test_copy_json_and_progress(tmp_path: Path, redis_url: str, run: Run) -> Non
         assert len(dst) == 450 and dst["k449"] == 449
     data = json.loads(run("copy", directory, namespace_url(redis_url, "other"), "--json").stdout)
     assert data["entries"] == 450 and data["skipped"] == []
+
+
+def test_a_unix_socket_url(redis_server: Any, redis_url: str, run: Run, run_json: Any) -> None:
+    # unix:///path/redis.sock?db=0&namespace=NS names the same namespace as redis://.
+    fill_redis(namespace_url(redis_url))
+    url = f"{redis_server.unix_url}&namespace=ops"
+    assert url.startswith("unix:///")
+    data = run_json("info", url)
+    assert data["count"] == 10 and data["location"] == url
+    assert run("get", url, "greeting").stdout == "hello\n"

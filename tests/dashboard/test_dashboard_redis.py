@@ -26,9 +26,7 @@ from diskcache_oxide.dashboard import create_app  # noqa: E402
 pytestmark = pytest.mark.oxide
 
 HOST = {"base_url": "http://127.0.0.1:8000"}
-JOBS_XFAIL = pytest.mark.xfail(
-    strict=False, reason="JobQueue on Redis lands with the jobs branch"
-)
+JOBS_XFAIL = pytest.mark.xfail(strict=False, reason="JobQueue on Redis lands with the jobs branch")
 
 
 @pytest.fixture(params=["server", "cluster"])

@@ -227,6 +227,7 @@ def build_group() -> click.Group:
     from . import _queues, _tools
 
     target_arg = target_argument()
+
     class Error(click.ClickException):
         """One line on stderr ("Error: ..."), then exit 1."""
 

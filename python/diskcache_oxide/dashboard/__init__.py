@@ -321,9 +321,7 @@ def serve(
     )
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     mode = "actions on (retry, bury, purge)" if allow_actions else "read-only"
-    print(
-        f"dashboard of {admin.location(target)} at http://{shown}:{bound}/ ({mode})", flush=True
-    )
+    print(f"dashboard of {admin.location(target)} at http://{shown}:{bound}/ ({mode})", flush=True)
     if not _is_loopback(host):
         print(
             f"warning: {host} is reachable from other machines and the dashboard has no login",

@@ -135,9 +135,7 @@ def _queues(cache: admin.AnyCache, page: Page) -> tuple[list[dict[str, Any]], di
     return rows, info
 
 
-def _job_queues(
-    cache: admin.AnyCache, page: Page
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _job_queues(cache: admin.AnyCache, page: Page) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     try:
         names = admin.job_queues(cache)
     except admin.JobsUnavailable as error:
@@ -174,7 +172,9 @@ def _rank(names: list[str], after: str) -> int:
     return bisect.bisect_right(names, after)
 
 
-def _claims(cache: admin.AnyCache, page: Page, actions: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _claims(
+    cache: admin.AnyCache, page: Page, actions: bool
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     total = admin.claim_count(cache)
     start = int(page.claims_after or 0)
     rows = []
