@@ -19,6 +19,7 @@ Nothing here imports redis-py at module level: the module is imported only for a
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,6 +29,7 @@ from .errors import CacheError
 __all__ = [
     "JOBS_MISSING",
     "JobsUnavailable",
+    "claim_count",
     "claims",
     "entry",
     "hits_misses",
@@ -232,9 +234,23 @@ def _cid(namespace: str) -> bytes:
     return str(len(name)).encode() + b":" + name
 
 
-def _claim_sets(cache: Any) -> list[tuple[str, bytes]]:
-    """Every claims namespace with a claim set in this cache's namespace: ``(name, cid)``.
-    A SCAN whose pattern names this namespace's claim sets (on a cluster, of every master)."""
+#: How long a dashboard reuses the list of claims namespaces it found (seconds): finding them
+#: is a SCAN, whose cost is the server's whole keyspace, so a poll every second does not
+#: repeat it (a new claims namespace shows within this long).
+CLAIM_SETS_TTL = 10.0
+
+_claim_sets_seen: dict[tuple[int, bytes], tuple[float, list[tuple[str, bytes]]]] = {}
+
+
+def _claim_sets(cache: Any, fresh_for: float = 0.0) -> list[tuple[str, bytes]]:
+    """Every claims namespace with a claim set in this cache's namespace: ``(name, cid)``,
+    sorted. A SCAN whose pattern names this namespace's claim sets (on a cluster, of every
+    master); with ``fresh_for``, a list found that many seconds ago or less is reused."""
+    seen_key = (id(cache.client), _base(cache))
+    seen = _claim_sets_seen.get(seen_key)
+    now = time.monotonic()
+    if seen is not None and now - seen[0] <= fresh_for:
+        return seen[1]
     pattern = _GLOB.sub(rb"\\\1", _base(cache) + b"C:") + b"*"
     found = set()
     for key in cache.client.scan_iter(match=pattern, count=1000):
@@ -242,43 +258,79 @@ def _claim_sets(cache: Any) -> list[tuple[str, bytes]]:
         length, _sep, name = cid.partition(b":")
         if length.isdigit() and int(length) == len(name):
             found.add((name.decode("utf-8", "surrogatepass"), cid))
-    return sorted(found)
+    listed = sorted(found)
+    _claim_sets_seen[seen_key] = (now, listed)
+    return listed
 
 
-def claims(cache: Any, namespace: str | None = None) -> list[tuple[str, Any, tuple[Any, ...]]]:
-    """The live claims (of ``namespace``, or of every claims namespace), by namespace and then
-    by when they run out: ``(namespace, key, (token, host, pid, acquired, expires))``, times
-    in seconds since the epoch by the server's clock. Read-only: a run-out claim is skipped,
-    not pruned."""
+def _sets(cache: Any, namespace: str | None, fresh_for: float) -> list[tuple[str, bytes]]:
+    if namespace is not None:
+        return [(namespace, _cid(namespace))]
+    return _claim_sets(cache, fresh_for)
+
+
+def claim_count(cache: Any, namespace: str | None = None, *, fresh_for: float = 0.0) -> int:
+    """How many live claims there are (of ``namespace``, or of every claims namespace): the
+    members of each claim set whose lease ends after now (``ZCOUNT``, by this machine's
+    clock)."""
     client = cache.client
     base = _base(cache)
-    sets = [(namespace, _cid(namespace))] if namespace is not None else _claim_sets(cache)
+    now = int(time.time() * 1000)
+    return sum(
+        int(client.zcount(base + b"C:" + cid, now, "+inf"))
+        for _name, cid in _sets(cache, namespace, fresh_for)
+    )
+
+
+def claims(
+    cache: Any,
+    namespace: str | None = None,
+    *,
+    limit: int | None = None,
+    offset: int = 0,
+    fresh_for: float = 0.0,
+) -> list[tuple[str, Any, tuple[Any, ...]]]:
+    """The live claims (of ``namespace``, or of every claims namespace), by namespace and then
+    by when they run out: ``(namespace, key, (token, host, pid, acquired, expires))``, times
+    in seconds since the epoch by the server's clock; with ``limit``, at most that many after
+    the first ``offset``, and only those are read. Read-only: a run-out claim is skipped, not
+    pruned."""
+    client = cache.client
+    base = _base(cache)
+    now = int(time.time() * 1000)
+    wanted: list[tuple[str, bytes, bytes]] = []
+    skip = offset
+    for name, cid in _sets(cache, namespace, fresh_for):
+        left = None if limit is None else limit - len(wanted)
+        if left is not None and left <= 0:
+            break
+        claimed = base + b"C:" + cid
+        if skip:
+            there = int(client.zcount(claimed, now, "+inf"))
+            if skip >= there:
+                skip -= there
+                continue
+        members = client.zrangebyscore(
+            claimed, now, "+inf", start=skip, num=-1 if left is None else left
+        )
+        skip = 0
+        wanted.extend((name, cid, member) for member in members)
+    # The HASH of each, which expires with the lease, is the truth (the set may name a claim
+    # released meanwhile): one pipeline for the page, each command on the namespace's slot.
+    pipe = client.pipeline(transaction=False)
+    for _name, cid, member in wanted:
+        pipe.hmget(base + b"c:" + cid + b":" + member, [b"t", b"h", b"p", b"a", b"e"])
     rows = []
-    for name, cid in sets:
-        # The set may still name a claim that ran out (it is pruned by the next write): its
-        # HASH, which expires with the lease, is the truth.
-        for member in client.zrange(base + b"C:" + cid, 0, -1):
-            held = client.hmget(base + b"c:" + cid + b":" + member, [b"t", b"h", b"p", b"a", b"e"])
-            if held[0] is None:
-                continue  # it ran out (its HASH expired) or was released meanwhile
-            try:
-                key = cache._key(member)
-            except Exception as error:
-                key = _Unnamed(error)
-            token, host, pid, acquired, expires = held
-            rows.append(
-                (
-                    name,
-                    key,
-                    (
-                        _text(token),
-                        _text(host),
-                        int(pid),
-                        int(acquired) / 1000,
-                        int(expires) / 1000,
-                    ),
-                )
-            )
+    for (name, _, member), held in zip(wanted, pipe.execute() if wanted else [], strict=True):
+        if held[0] is None:
+            continue
+        try:
+            key = cache._key(member)
+        except Exception as error:
+            key = _Unnamed(error)
+        token, host, pid, acquired, expires = held
+        record = (_text(token), _text(host), int(pid), int(acquired) / 1000, int(expires) / 1000)
+        rows.append((name, key, record))
     return rows
 
 

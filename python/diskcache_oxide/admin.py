@@ -553,20 +553,29 @@ def purge_dead(cache: AnyCache, queue: str) -> int:
 
 
 def claims(
-    cache: AnyCache, namespace: str | None = None, *, limit: int | None = None, offset: int = 0
+    cache: AnyCache,
+    namespace: str | None = None,
+    *,
+    limit: int | None = None,
+    offset: int = 0,
+    reuse: float = 0.0,
 ) -> list[ClaimRow]:
-    """The live claims (of ``namespace``, or of every namespace), by namespace and key: with
-    ``limit``, at most that many after the first ``offset`` (on a directory only those are
-    read; on Redis every claim of the namespace is, and the page is cut from them)."""
+    """The live claims (of ``namespace``, or of every namespace), by namespace and key (on
+    Redis, by namespace and when their lease ends): with ``limit``, at most that many after
+    the first ``offset`` (only those are read).
+
+    :param reuse: on Redis, finding every claims namespace is a SCAN of the server's keys; a
+        list found at most this many seconds ago is used again (the dashboard polls)
+    """
     now = time.time()
+    found: Iterable[tuple[Any, ...]]
     if isinstance(cache, Cache):
-        found: Iterable[tuple[Any, ...]] = (
+        found = (
             (ns, key, tuple(held))
             for ns, key, *held in cache._claims.list(namespace, limit, offset)
         )
     else:
-        every = _redis.claims(cache, namespace)
-        found = every[offset : None if limit is None else offset + limit]
+        found = _redis.claims(cache, namespace, limit=limit, offset=offset, fresh_for=reuse)
     rows = []
     for ns, key, held_fields in found:
         held = ClaimInfo(*held_fields)
@@ -584,10 +593,11 @@ def claims(
     return rows
 
 
-def claim_count(cache: AnyCache, namespace: str | None = None) -> int:
-    """How many live claims there are (of ``namespace``, or of every namespace)."""
+def claim_count(cache: AnyCache, namespace: str | None = None, *, reuse: float = 0.0) -> int:
+    """How many live claims there are (of ``namespace``, or of every namespace); ``reuse`` as
+    for :func:`claims`."""
     if not isinstance(cache, Cache):
-        return len(_redis.claims(cache, namespace))
+        return _redis.claim_count(cache, namespace, fresh_for=reuse)
     return cache._claims.count(namespace)
 
 

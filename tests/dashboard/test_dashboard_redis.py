@@ -196,3 +196,32 @@ def test_chromium_shows_the_namespace(
 
     wait_for("the new count", lambda: text(page, '[data-stat="count"] .value') == "11")
     screenshot(page, artifacts / "dashboard-redis.png")
+
+
+def test_claims_are_paged_across_namespaces(on_redis: FilledRedis) -> None:
+    import diskcache_oxide
+    from diskcache_oxide import Claims
+
+    with diskcache_oxide.open(on_redis.url) as cache:
+        for n in range(3):
+            assert Claims(cache, namespace="builds").acquire(f"b{n}", lease=600) is not None
+        held = Claims(cache, namespace="builds").acquire("gone", lease=600)
+        assert held is not None
+        held.release()
+    with TestClient(create_app(on_redis.url), **HOST) as client:
+        seen = []
+        after = None
+        while True:
+            query = "claims_limit=2" + (f"&claims_after={after}" if after else "")
+            state = client.get(f"/api/state?{query}").json()
+            assert state["pages"]["claims"]["total"] == 4  # the released one is gone
+            seen += [(c["namespace"], c["key"]) for c in state["claims"]]
+            after = state["pages"]["claims"]["next"]
+            if after is None:
+                break
+    assert sorted(seen) == [
+        ("builds", "'b0'"),
+        ("builds", "'b1'"),
+        ("builds", "'b2'"),
+        ("default", repr(on_redis.claim_key)),
+    ]

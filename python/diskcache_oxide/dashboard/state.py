@@ -175,10 +175,12 @@ def _rank(names: list[str], after: str) -> int:
 def _claims(
     cache: admin.AnyCache, page: Page, actions: bool
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    total = admin.claim_count(cache)
+    # On Redis the list of claims namespaces comes from a SCAN: a poll reuses a recent one.
+    reuse = _admin_redis.CLAIM_SETS_TTL
+    total = admin.claim_count(cache, reuse=reuse)
     start = int(page.claims_after or 0)
     rows = []
-    for claim in admin.claims(cache, limit=page.claims, offset=start):
+    for claim in admin.claims(cache, limit=page.claims, offset=start, reuse=reuse):
         row = asdict(claim)
         if not actions:
             # A claim's token lets its holder renew and release it; a read-only page has no
