@@ -13,14 +13,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import diskcache_oxide
 import pytest
 from cli_support import namespace_url
+from diskcache_oxide import Cache, admin
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
-
-import diskcache_oxide
-from diskcache_oxide import Cache, admin
 
 pytestmark = [pytest.mark.oxide, pytest.mark.slow]
 
