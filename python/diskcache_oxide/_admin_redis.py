@@ -34,11 +34,13 @@ __all__ = [
     "entry",
     "hits_misses",
     "is_redis",
+    "item_key",
     "jobs_core",
     "keys",
     "preview",
     "queue_depth",
     "queue_keys",
+    "queue_numbers",
     "queues",
     "release_claim",
     "statistics_on",
@@ -201,13 +203,26 @@ def queue_depth(cache: Any, prefix: str | None) -> int:
     return int(cache.client.zcard(_base(cache) + b"Q:" + _qid(prefix)))
 
 
-def queue_keys(cache: Any, prefix: str | None, *, start: int = 0, count: int = _PAGE) -> list[Any]:
-    """The keys of up to ``count`` items of the queue of ``prefix`` from position ``start``,
-    front first (the queue's numbers, in order)."""
-    numbers = cache.client.zrange(_base(cache) + b"Q:" + _qid(prefix), start, start + count - 1)
-    if prefix is None:
-        return [int(number) for number in numbers]
-    return [f"{prefix}-{number.decode()}" for number in numbers]
+def queue_numbers(
+    cache: Any, prefix: str | None, *, after: int | None = None, count: int = _PAGE
+) -> list[int]:
+    """Up to ``count`` item numbers of the queue of ``prefix``, front first, after the number
+    ``after`` (None: from the front): a page of the queue's number set, by score."""
+    low = "-inf" if after is None else f"({after}"
+    numbers = cache.client.zrangebyscore(
+        _base(cache) + b"Q:" + _qid(prefix), low, "+inf", start=0, num=count
+    )
+    return [int(number) for number in numbers]
+
+
+def item_key(prefix: str | None, number: int) -> Any:
+    """The key of item ``number`` of the queue of ``prefix`` (D-054)."""
+    return number if prefix is None else f"{prefix}-{number:015d}"
+
+
+def queue_keys(cache: Any, prefix: str | None, *, count: int = _PAGE) -> list[Any]:
+    """The keys of the first ``count`` items of the queue of ``prefix``, front first."""
+    return [item_key(prefix, number) for number in queue_numbers(cache, prefix, count=count)]
 
 
 # ---- statistics -----------------------------------------------------------------------------

@@ -387,17 +387,18 @@ def preview(cache: AnyCache, key: Any, width: int = 60) -> str | None:
 
 def _queue_order(cache: AnyCache, prefix: str | None) -> Iterator[Any]:
     # The queue's keys, front first: on Redis from the queue's own set of numbers, a page at
-    # a time (a long queue is not read whole for its first few items).
+    # a time after the last number seen (a long queue is not read whole for its first few
+    # items, and a pull meanwhile makes no page skip an item).
     if isinstance(cache, Cache):
         yield from _queue_keys(cache, prefix)
         return
-    start = 0
+    after: int | None = None
     while True:
-        page = _redis.queue_keys(cache, prefix, start=start)
-        yield from page
+        page = _redis.queue_numbers(cache, prefix, after=after)
         if not page:
             return
-        start += len(page)
+        yield from (_redis.item_key(prefix, number) for number in page)
+        after = page[-1]
 
 
 def queue_items(cache: AnyCache, prefix: str | None, *, limit: int = 100) -> list[QueueItem]:
@@ -483,6 +484,8 @@ def _job_row(
         state = "ready" if info.due <= now else "scheduled"
     else:
         state = info.state
+    # A record without a preview (one a Redis JobQueue built, say) shows its value's repr.
+    given = getattr(info, "preview", None)
     return JobRow(
         id=info.id,
         queue=info.queue,
@@ -494,7 +497,7 @@ def _job_row(
         lease_age=None if info.taken is None else max(0.0, now - info.taken),
         error=info.error,
         unique=info.unique,
-        value=info.preview if info.preview is not None else _value_text(info, width),
+        value=given if given is not None else _value_text(info, width),
     )
 
 
