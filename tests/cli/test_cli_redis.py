@@ -493,3 +493,22 @@ def test_a_unix_socket_url(redis_server: Any, redis_url: str, run: Run, run_json
     data = run_json("info", url)
     assert data["count"] == 10 and data["location"] == url
     assert run("get", url, "greeting").stdout == "hello\n"
+
+
+def test_without_redis_py_a_url_names_the_extra() -> None:
+    # As in an environment without the redis extra: the import of redis fails.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['redis'] = None\n"
+        "from diskcache_oxide.cli import main\n"
+        "main(['info', 'redis://127.0.0.1:1/0'])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 1
+    assert result.stderr.startswith("Error: the Redis backend needs redis-py")
+    assert "pip install 'diskcache_oxide[redis]'" in result.stderr
+    assert len(result.stderr.splitlines()) == 1
