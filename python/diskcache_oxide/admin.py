@@ -42,6 +42,7 @@ AnyCache: TypeAlias = "Cache | RedisCache"
 
 __all__ = [
     "REDIS_SCHEMES",
+    "REDIS_TIMEOUT",
     "AnyCache",
     "ClaimRow",
     "CopyReport",
@@ -159,20 +160,31 @@ def _redis_location(cache: Any) -> str:
     return f"{scheme}://{kwargs.get('host')}:{kwargs.get('port')}/{kwargs.get('db', 0)}?{query}"
 
 
+#: The socket timeout of the Redis handles the tools open (seconds): long enough for any read
+#: an operator's command makes, short enough that a server that stops answering (paused,
+#: partitioned) is reported instead of hanging the command or the dashboard's polls.
+REDIS_TIMEOUT = 10.0
+
+
 def open_cache(
-    target: str | os.PathLike[str], *, write: bool = False, pickle: bool = False
+    target: str | os.PathLike[str],
+    *,
+    write: bool = False,
+    pickle: bool = False,
+    timeout: float = REDIS_TIMEOUT,
 ) -> AnyCache:
     """The cache at ``target``: a directory, read-only unless ``write`` (an operator's
     command that changes something), which must exist (nothing is created); or a Redis URL
     (``redis://host:port/db?namespace=NS``, ``rediss://``, ``unix://``, ``?cluster=1``),
-    opened through :func:`diskcache_oxide.open` and checked to answer (a PING). Redis has no
-    read-only handle: the reading calls here use read commands only, whatever ``write``.
+    opened through :func:`diskcache_oxide.open` with a socket ``timeout`` in seconds, and
+    checked to answer (a PING). Redis has no read-only handle: the reading calls here use
+    read commands only, whatever ``write``.
 
     :raises FileNotFoundError: if there is no cache in the directory
     :raises CacheError: if the Redis server does not answer, or redis-py is not installed
     """
     if is_url(target):
-        remote: AnyCache = _open_redis(str(target), pickle)
+        remote: AnyCache = _open_redis(str(target), pickle, timeout)
         return remote
     path = os.fspath(target)
     if not os.path.isdir(path):
@@ -189,7 +201,7 @@ def open_cache(
     return Cache(path, read_only=True, pickle=pickle)
 
 
-def _open_redis(url: str, pickle: bool) -> Any:
+def _open_redis(url: str, pickle: bool, timeout: float = REDIS_TIMEOUT) -> Any:
     from ._open import open as open_any
 
     shown = _shown_url(url)
@@ -200,7 +212,7 @@ def _open_redis(url: str, pickle: bool) -> Any:
         # redis-py ignores for a socket) it survives. Remove once open_client keeps it.
         url = parts._replace(netloc="localhost").geturl()
     try:
-        cache = open_any(url, pickle=pickle)
+        cache = open_any(url, pickle=pickle, timeout=timeout)
     except ImportError as error:
         raise CacheError(str(error)) from None
     except ValueError as error:  # a bad namespace, a URL redis-py cannot read
@@ -782,6 +794,9 @@ class CopyReport:
         return "\n".join(lines)
 
 
+#: The socket timeout of a copy's Redis handles (seconds): RedisCache's own.
+_COPY_TIMEOUT = 60.0
+
 #: How many entries without an expiry one write of a copy carries (one script on Redis).
 _COPY_BATCH = 200
 
@@ -798,7 +813,7 @@ def _is_queue_key(key: Any) -> bool:
 
 def _open_destination(dst: str | os.PathLike[str], source: AnyCache, pickle: bool) -> AnyCache:
     if is_url(dst):
-        remote: AnyCache = _open_redis(str(dst), pickle)
+        remote: AnyCache = _open_redis(str(dst), pickle, _COPY_TIMEOUT)
         return remote
     path = os.fspath(dst)
     if os.path.exists(path) and not os.path.isdir(path):
@@ -862,7 +877,8 @@ def copy(
     :raises CacheError: if ``dst`` is not empty and not ``merge``, or is ``src`` itself
     """
     started = time.monotonic()
-    source = open_cache(src, pickle=pickle)
+    # A copy moves whole values, which may be large: the backend's own socket timeout.
+    source = open_cache(src, pickle=pickle, timeout=_COPY_TIMEOUT)
     try:
         destination = _open_destination(dst, source, pickle)
     except BaseException:

@@ -153,6 +153,23 @@ def test_a_server_that_stops_answering_is_said_on_the_page(
         assert again.status_code == 200 and again.json()["stats"]["count"] == 0
 
 
+def test_a_paused_server_times_out_into_the_page(make_redis_server: Callable[..., Any]) -> None:
+    # SIGSTOP: the server keeps its socket open and answers nothing. A poll gives up after the
+    # dashboard's socket timeout (a few seconds), and says why, instead of hanging.
+    own = make_redis_server()
+    filled = fill_redis(namespace_url(own.url))
+    with TestClient(create_app(filled.url), **HOST) as client:
+        own.pause()
+        try:
+            down = client.get("/api/state")
+        finally:
+            own.resume()
+        assert down.status_code == 503
+        assert "Timeout" in down.json()["error"] or "timed out" in down.json()["error"]
+        again = client.get("/api/state")
+        assert again.status_code == 200 and again.json()["stats"]["count"] == 10
+
+
 def test_serve_refuses_a_server_that_does_not_answer(tmp_path: Path) -> None:
     import subprocess
     import sys

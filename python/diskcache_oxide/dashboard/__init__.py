@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 __all__ = ["FRAME_HEADERS", "Page", "allowed_hosts", "create_app", "serve", "snapshot"]
 
 HERE = Path(__file__).resolve().parent
+#: The socket timeout of the dashboard's Redis handles (seconds).
+REDIS_TIMEOUT = 5.0
 TOKEN_HEADER = "X-Dashboard-Token"
 ACTIONS_OFF = "actions are off: start the dashboard with --allow-actions to use them"
 
@@ -145,8 +147,10 @@ def create_app(
     from starlette.templating import Jinja2Templates
 
     path = os.fspath(target)
-    reader = admin.open_cache(path)
-    writer = admin.open_cache(path, write=True) if allow_actions else None
+    # On Redis, a poll that waits on a server that stopped answering holds a worker thread:
+    # a short socket timeout turns it into the page's "cannot read" within a few polls.
+    reader = admin.open_cache(path, timeout=REDIS_TIMEOUT)
+    writer = admin.open_cache(path, write=True, timeout=REDIS_TIMEOUT) if allow_actions else None
     token = secrets.token_urlsafe(24)
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     defaults = Page(**{**asdict(page or Page()), "jobs": limit})
