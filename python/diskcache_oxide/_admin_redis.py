@@ -434,7 +434,9 @@ class _FaceJobs:
         limit: int = 100,
         preview: int | None = None,
     ) -> list[Any]:
-        found: list[Any] = self._call("list")(queue, state, after, limit, preview)
+        found: list[Any] = self._call("list")(
+            queue, state=state, after=after, limit=limit, preview=preview
+        )
         return found
 
     def counts(self, queue: str) -> tuple[int, int, int, int]:
