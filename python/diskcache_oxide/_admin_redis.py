@@ -13,7 +13,8 @@ pattern names this namespace's claim sets).
 The calls that change something (an operator's release of a claim, the jobs' retry, bury and
 purge) go through the backend's own scripts, as they would on a directory.
 
-Nothing here imports redis-py at module level: the module is imported only for a RedisCache.
+Nothing here imports redis-py: every call works through the RedisCache's own client, so admin
+imports this module whether or not the redis extra is installed.
 """
 
 from __future__ import annotations
@@ -27,14 +28,17 @@ from . import _core
 from .errors import CacheError
 
 __all__ = [
+    "CLAIM_SETS_TTL",
     "JOBS_MISSING",
     "JobsUnavailable",
     "claim_count",
     "claims",
     "entry",
+    "frame",
     "hits_misses",
     "is_redis",
     "item_key",
+    "job_queue",
     "jobs_core",
     "keys",
     "preview",
