@@ -138,3 +138,88 @@ def in_terminal(*args: object, columns: int = 250, timeout: float = 60) -> tuple
             proc.wait()
         os.close(master)
     return status, bytes(received)
+
+
+@dataclass
+class FilledRedis:
+    """A Redis namespace filled as :func:`fill` fills a directory (its URL names it), with
+    jobs only when this build has JobQueue on Redis (``jobs``)."""
+
+    url: str
+    claim_key: str
+    claim_token: str
+    jobs: bool
+    ready: int = 0
+    scheduled: int = 0
+    leased: int = 0
+    dead: int = 0
+
+
+def redis_jobs_missing() -> str | None:
+    """Why this build has no JobQueue on Redis, or None if it has one."""
+    import importlib.util
+
+    if importlib.util.find_spec("diskcache_oxide.remote.jobs") is None:
+        return "JobQueue on Redis lands with the jobs branch"
+    return None
+
+
+def namespace_url(server_url: str, namespace: str = "ops", cluster: bool = False) -> str:
+    """``server_url`` (a fixture's, without a query) with the namespace, and ?cluster=1."""
+    query = f"cluster=1&namespace={namespace}" if cluster else f"namespace={namespace}"
+    return f"{server_url}?{query}"
+
+
+def fill_redis(url: str) -> FilledRedis:
+    """Fill the namespace of ``url`` with what :func:`fill` puts in a directory: five entries
+    of several key types (one tagged), the emails queue and the int keys' queue, a live claim
+    and, when this build has JobQueue on Redis, a job in each state."""
+    import diskcache_oxide
+    from diskcache_oxide import _admin_redis
+
+    cache = diskcache_oxide.open(url)
+    try:
+        cache["greeting"] = "hello"
+        cache[7] = {"seven": 7}
+        cache[("user", 1)] = ["Ada", 1815]
+        cache[b"raw"] = b"\x00\x01"
+        cache.set("tagged", 1.5, tag="t")
+        for n in range(3):
+            cache.push({"to": f"user{n}@example.org"}, prefix="emails")
+        cache.push("first int item")
+        cache.push("second int item")
+        claim = Claims(cache).acquire("report:2025", lease=600)
+        assert claim is not None
+        filled = FilledRedis(url, "report:2025", claim.token, redis_jobs_missing() is None)
+        if filled.jobs:
+            jobs = _admin_redis.job_queue(cache, "mail", lease=600, max_attempts=1)
+            jobs.put({"send": "doomed"})
+            doomed = jobs.take()
+            assert doomed is not None
+            jobs.fail(doomed, RuntimeError("smtp said no"))
+            jobs.put({"send": "taken"})
+            taken = jobs.take()
+            assert taken is not None
+            filled.ready = jobs.put({"send": "waiting", "body": "x" * 200})
+            filled.scheduled = jobs.put({"send": "later"}, delay=3600)
+            _admin_redis.job_queue(cache, "reports").put("monthly")
+            filled.leased, filled.dead = taken.id, doomed.id
+        return filled
+    finally:
+        cache.close()
+
+
+def redis_snapshot(url: str) -> dict[bytes, tuple[bytes, int]]:
+    """Every key of the namespace of ``url`` with its DUMP and whether it has a TTL: what a
+    read that changes nothing leaves as it was (a single server's URL)."""
+    import diskcache_oxide
+
+    cache = diskcache_oxide.open(url)
+    try:
+        client = cache.client
+        found = {}
+        for key in client.scan_iter(match=b"dco:{" + cache.namespace.encode() + b"}:*"):
+            found[key] = (client.dump(key), int(client.pttl(key) > 0))
+        return found
+    finally:
+        cache.close()

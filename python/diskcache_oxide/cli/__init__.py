@@ -1,6 +1,7 @@
-"""The ``diskcache-oxide`` command: look inside a cache directory, its queues, job queues
-and claims, repair, vacuum, migrate a python-diskcache directory, and serve the dashboard
-(docs/guide-cli.md, D-046).
+"""The ``diskcache-oxide`` command: look inside a cache directory or a Redis namespace, its
+queues, job queues and claims, repair and vacuum a directory, migrate a python-diskcache
+directory, copy a directory into Redis, and serve the dashboard (docs/guide-cli.md, D-046,
+D-062).
 
 Run it as ``diskcache-oxide`` or ``python -m diskcache_oxide``. It needs click and rich,
 the ``cli`` extra (``pip install 'diskcache_oxide[cli]'``); the dashboard (``serve``) also

@@ -1,9 +1,12 @@
 """The ``diskcache-oxide`` group, its error handling, and the commands on a cache's entries
 (``info``, ``keys``, ``get``, ``check``, ``vacuum``).
 
-Each command is a plain function here (``info(out, directory)``, ...) that does the work
+Each command is a plain function here (``info(out, target)``, ...) that does the work
 through :mod:`diskcache_oxide.admin`; :func:`build_group` declares the click commands that
-call them. click is imported inside it (see the package's docstring).
+call them. click is imported inside it (see the package's docstring). A TARGET is a cache
+directory or a Redis URL (D-062): the commands read both through admin, and what only a
+directory has prints as absent (``-``) or, for ``check`` and ``vacuum``, says it does not
+apply.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import __version__, admin
-from ..errors import CacheError
+from ..core import Cache
 from ._output import Failure, Out, age, describe, jsonable, parse_key, shown, size
 
 if TYPE_CHECKING:
@@ -35,47 +38,77 @@ KEY_HELP = (
 # ---- the commands' work ---------------------------------------------------------------------
 
 
-def info(out: Out, directory: str) -> None:
-    with admin.open_cache(directory) as cache:
+#: How a figure only a directory has is printed on Redis.
+ABSENT = "-"
+
+
+def info(out: Out, target: str) -> None:
+    with admin.open_cache(target) as cache:
         data = admin.info(cache)
     if out.as_json:
         out.json(data)
         return
-    out.line(f"directory  {data['directory']}")
+    redis = data["backend"] == "redis"
+    if redis:
+        out.line(f"redis      {data['location']}")
+        out.line(f"namespace  {data['namespace']}")
+    else:
+        out.line(f"directory  {data['directory']}")
+    volume = ABSENT if data["volume"] is None else size(data["volume"])
     out.line(
-        f"entries    {data['count']}    volume {size(data['volume'])}    "
+        f"entries    {data['count']}    volume {volume}    "
         f"hits {data['hits']}    misses {data['misses']}    live claims {data['claims']}"
     )
     out.line()
     out.table("settings", ["setting", "value"], sorted(data["settings"].items()))
+    if redis:
+        out.line()
+        out.table(
+            "only in a directory (they do not apply on Redis)",
+            ["setting", "on Redis"],
+            sorted(data["not_applicable"].items()),
+        )
     out.line()
     out.table(
         "queues",
         ["prefix", "depth", "oldest"],
         (
-            (_prefix_text(row["prefix"]), row["depth"], age(row["oldest_age"]))
+            (
+                _prefix_text(row["prefix"]),
+                row["depth"],
+                ABSENT if redis and row["oldest_age"] is None else age(row["oldest_age"]),
+            )
             for row in data["queues"]
         ),
         numeric=["depth", "oldest"],
     )
     out.line()
-    out.table(
-        "job queues",
-        ["name", "ready", "scheduled", "leased", "dead"],
-        (
-            (name, c["ready"], c["scheduled"], c["leased"], c["dead"])
-            for name, c in data["jobs"].items()
-        ),
-        numeric=["ready", "scheduled", "leased", "dead"],
-    )
+    if data["jobs_unavailable"]:
+        out.line(f"job queues: not shown: {data['jobs_unavailable']}")
+    else:
+        out.table(
+            "job queues",
+            ["name", "ready", "scheduled", "leased", "dead"],
+            (
+                (name, c["ready"], c["scheduled"], c["leased"], c["dead"])
+                for name, c in data["jobs"].items()
+            ),
+            numeric=["ready", "scheduled", "leased", "dead"],
+        )
+    if redis and not data["count"] and not data["queues"] and not data["claims"]:
+        out.line()
+        out.line(
+            f"the namespace {data['namespace']!r} holds nothing on this server: if you expected "
+            "data, check the URL's ?namespace="
+        )
 
 
 def _prefix_text(prefix: str | None) -> str:
     return "- (int keys)" if prefix is None else prefix
 
 
-def keys(out: Out, directory: str, prefix: str | None, limit: int) -> None:
-    with admin.open_cache(directory) as cache:
+def keys(out: Out, target: str, prefix: str | None, limit: int) -> None:
+    with admin.open_cache(target) as cache:
         found = admin.keys(cache, prefix=prefix, limit=limit or None)
     if out.as_json:
         out.json([describe(key) for key in found])
@@ -84,12 +117,12 @@ def keys(out: Out, directory: str, prefix: str | None, limit: int) -> None:
         out.line(repr(key))
 
 
-def get(out: Out, directory: str, key: Any) -> None:
-    missing = object()
-    with admin.open_cache(directory) as cache:
-        value, expire_time, tag = cache.get(key, default=missing, expire_time=True, tag=True)
-    if value is missing:
-        raise Failure(f"no key {key!r} in {directory}")
+def get(out: Out, target: str, key: Any) -> None:
+    with admin.open_cache(target) as cache:
+        found = admin.entry(cache, key)
+    if found is None:
+        raise Failure(f"no key {key!r} in {admin.location(target)}")
+    value, expire_time, tag = found
     if out.as_json:
         out.json(
             {
@@ -108,7 +141,9 @@ def get(out: Out, directory: str, key: Any) -> None:
 
 
 def check(out: Out, directory: str, fix: bool) -> None:
+    admin.not_applicable(directory, "check")
     with admin.open_cache(directory, write=fix) as cache:
+        assert isinstance(cache, Cache)
         found = cache.check(fix=fix)
         remaining = cache.check() if fix and found else found
 
@@ -139,7 +174,9 @@ def check(out: Out, directory: str, fix: bool) -> None:
 
 
 def vacuum(out: Out, directory: str) -> None:
+    admin.not_applicable(directory, "vacuum")
     with admin.open_cache(directory, write=True) as cache:
+        assert isinstance(cache, Cache)
         before = cache.volume()
         freed = admin.vacuum(cache)
         after = cache.volume()
@@ -170,6 +207,13 @@ def json_option(func: F) -> F:
     )
 
 
+def target_argument() -> Callable[[F], F]:
+    """The TARGET argument: a cache directory or a Redis URL."""
+    import click
+
+    return click.argument("target", metavar="TARGET")
+
+
 def key_options(func: F) -> F:
     import click
 
@@ -182,6 +226,8 @@ def build_group() -> click.Group:
 
     from . import _queues, _tools
 
+    target_arg = target_argument()
+
     class Error(click.ClickException):
         """One line on stderr ("Error: ..."), then exit 1."""
 
@@ -190,7 +236,8 @@ def build_group() -> click.Group:
 
     class Group(click.Group):
         """Turns the failures a user should read into one line on stderr and an exit code:
-        no traceback for a missing or foreign directory, a locked or damaged database."""
+        no traceback for a missing or foreign directory, a locked or damaged database, a
+        Redis server that does not answer."""
 
         def invoke(self, ctx: click.Context) -> Any:
             try:
@@ -204,77 +251,86 @@ def build_group() -> click.Group:
                 if failure.code == 2:
                     raise UsageError(failure.message) from None
                 raise Error(failure.message) from None
-            except (CacheError, OSError) as error:
-                # A path or a name in the message may come from the directory.
+            except admin.errors() as error:
+                # A path or a name in the message may come from the directory. A Redis
+                # error (a server down, a timeout) is one line too.
                 raise Error(shown(str(error) or type(error).__name__)) from None
 
     @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
     @click.version_option(__version__, prog_name="diskcache-oxide")
     def group() -> None:
-        """Look inside a diskcache_oxide directory: its entries, queues, leased jobs and
-        claims; check, repair and vacuum it; migrate a python-diskcache directory; serve a
-        live dashboard.
+        """Look inside a diskcache_oxide directory or Redis namespace: its entries, queues,
+        leased jobs and claims; check, repair and vacuum a directory; migrate a
+        python-diskcache directory; copy a directory into Redis; serve a live dashboard.
+
+        TARGET is a cache directory or a Redis URL: redis://HOST:PORT/DB?namespace=NS
+        (rediss:// for TLS, unix:///path/redis.sock?db=0&namespace=NS, and ?cluster=1 for a
+        Redis Cluster; the namespace defaults to "default"). What only a directory has (its
+        volume on disk, its settings, check, vacuum) prints as - or says it does not apply.
 
         Every command only reads unless its name says it changes something: jobs
-        retry/bury/purge, claims release, check --fix, vacuum, migrate. A reading command
-        opens the directory read-only and changes none of its data; but while another
+        retry/bury/purge, claims release, check --fix, vacuum, migrate, copy. A reading
+        command opens a directory read-only and changes none of its data; but while another
         process has the cache open, SQLite records the reader in cache.db-shm (the index
-        of its write-ahead log), and may create that file. Text from the directory is
-        printed with its control characters escaped as a Python repr writes them; --json
-        prints strict JSON. Exit status: 0 done, 1 failed or not found (or a check found
-        problems), 2 bad usage.
+        of its write-ahead log), and may create that file. On Redis a reading command sends
+        only read commands (it counts no hit or miss). Text from the cache is printed with
+        its control characters escaped as a Python repr writes them; --json prints strict
+        JSON. Exit status: 0 done, 1 failed or not found (or a check found problems), 2 bad
+        usage.
         """
 
     @group.command("info")
-    @click.argument("directory")
+    @target_arg
     @json_option
-    def info_command(directory: str, as_json: bool) -> None:
-        """Settings, counts, volume, and each queue's depth and oldest item's age."""
-        info(Out(as_json), directory)
+    def info_command(target: str, as_json: bool) -> None:
+        """Settings, counts, volume, and each queue's depth and oldest item's age (on Redis:
+        the namespace, the server's memory settings, and - for what only a directory has)."""
+        info(Out(as_json), target)
 
     @group.command("keys")
-    @click.argument("directory")
+    @target_arg
     @click.option("--prefix", help="Only the str keys that start with this.")
     @click.option(
         "--limit", type=click.IntRange(min=0), default=100, show_default=True, help="0: all."
     )
     @json_option
-    def keys_command(directory: str, prefix: str | None, limit: int, as_json: bool) -> None:
+    def keys_command(target: str, prefix: str | None, limit: int, as_json: bool) -> None:
         """The cache's keys, one per line, as Python literals (what `get --literal` takes).
 
         A key this process cannot decode (a pickle, an unregistered type) is listed as
         <unreadable key: ERROR>, and the keys after it follow.
         """
-        keys(Out(as_json), directory, prefix, limit)
+        keys(Out(as_json), target, prefix, limit)
 
     @group.command("get", epilog=KEY_HELP)
-    @click.argument("directory")
+    @target_arg
     @click.argument("key")
     @key_options
     @json_option
-    def get_command(directory: str, key: str, as_int: bool, literal: bool, as_json: bool) -> None:
+    def get_command(target: str, key: str, as_int: bool, literal: bool, as_json: bool) -> None:
         """Print the value stored at KEY (a str as it is, anything else as its repr).
 
         Control characters but newlines and tabs are escaped, as everywhere (--json: the
         exact value). Exits 1 if there is no such key. Pickled values are never loaded.
         """
-        get(Out(as_json), directory, parse_key(key, as_int=as_int, literal=literal))
+        get(Out(as_json), target, parse_key(key, as_int=as_int, literal=literal))
 
     @group.command("check")
-    @click.argument("directory")
+    @target_arg
     @click.option("--fix", is_flag=True, help="Repair what is found (writes).")
     @json_option
-    def check_command(directory: str, fix: bool, as_json: bool) -> None:
+    def check_command(target: str, fix: bool, as_json: bool) -> None:
         """Check the database and value files; exits 1 if problems are found (or remain
-        after --fix)."""
-        check(Out(as_json), directory, fix)
+        after --fix). A directory only: on Redis it says it does not apply."""
+        check(Out(as_json), target, fix)
 
     @group.command("vacuum")
-    @click.argument("directory")
+    @target_arg
     @json_option
-    def vacuum_command(directory: str, as_json: bool) -> None:
-        """Rebuild the database without its free pages (writes); prints the bytes freed."""
-        vacuum(Out(as_json), directory)
+    def vacuum_command(target: str, as_json: bool) -> None:
+        """Rebuild the database without its free pages (writes); prints the bytes freed. A
+        directory only: on Redis it says it does not apply."""
+        vacuum(Out(as_json), target)
 
     _queues.add_commands(group)
     _tools.add_commands(group)

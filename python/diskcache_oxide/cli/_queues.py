@@ -1,5 +1,6 @@
-"""The commands on a directory's queues, leased jobs and claims: ``queue``, ``jobs`` and
-``claims`` (click is imported inside :func:`add_commands`, see the package's docstring)."""
+"""The commands on a cache's queues, leased jobs and claims: ``queue``, ``jobs`` and
+``claims``, on a directory or a Redis namespace alike (D-062; click is imported inside
+:func:`add_commands`, see the package's docstring)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from .. import admin
-from ..core import Cache
-from ..jobs import JobQueue
-from ._app import KEY_HELP, json_option, key_options
+from ._app import KEY_HELP, json_option, key_options, target_argument
 from ._output import ERROR_WIDTH, Failure, Out, age, cut, describe, parse_key, shown
 
 if TYPE_CHECKING:
@@ -37,8 +36,8 @@ def _prefix(text: str) -> str | None:
     return None if text == INT_QUEUE else text
 
 
-def queue_ls(out: Out, directory: str, prefix: str | None, limit: int) -> None:
-    with admin.open_cache(directory) as cache:
+def queue_ls(out: Out, target: str, prefix: str | None, limit: int) -> None:
+    with admin.open_cache(target) as cache:
         items = admin.queue_items(cache, prefix, limit=limit or 2**62)
     if out.as_json:
         out.json([{"key": describe(i.key), "value": describe(i.value)} for i in items])
@@ -46,8 +45,8 @@ def queue_ls(out: Out, directory: str, prefix: str | None, limit: int) -> None:
     out.table(None, ["key", "value"], ((repr(i.key), repr(i.value)) for i in items), empty="")
 
 
-def queue_peek(out: Out, directory: str, prefix: str | None) -> None:
-    with admin.open_cache(directory) as cache:
+def queue_peek(out: Out, target: str, prefix: str | None) -> None:
+    with admin.open_cache(target) as cache:
         items = admin.queue_items(cache, prefix, limit=1)
     if not items:
         raise Failure(f"the queue {_name(prefix)} is empty")
@@ -59,8 +58,8 @@ def queue_peek(out: Out, directory: str, prefix: str | None) -> None:
         out.line(f"{shown(repr(item.key))}\t{shown(repr(item.value))}", keep="\t")
 
 
-def queue_len(out: Out, directory: str, prefix: str | None) -> None:
-    with admin.open_cache(directory) as cache:
+def queue_len(out: Out, target: str, prefix: str | None) -> None:
+    with admin.open_cache(target) as cache:
         row = admin.queue(cache, prefix)
     if out.as_json:
         out.json(asdict(row))
@@ -75,17 +74,18 @@ def _name(prefix: str | None) -> str:
 # ---- jobs DIR NAME --------------------------------------------------------------------------
 
 
-def _known_queue(cache: Cache, directory: str, name: str) -> None:
+def _known_queue(cache: admin.AnyCache, target: str, name: str) -> None:
     names = admin.job_queues(cache)
     if name not in names:
         listed = ", ".join(repr(n) for n in names) or "none"
-        raise Failure(f"no job queue {name!r} in {directory} (its job queues: {listed})")
+        where = admin.location(target)
+        raise Failure(f"no job queue {name!r} in {where} (its job queues: {listed})")
 
 
-def _job_in(cache: Cache, directory: str, name: str, job_id: int) -> admin.JobRow:
+def _job_in(cache: admin.AnyCache, target: str, name: str, job_id: int) -> admin.JobRow:
     row = admin.job(cache, job_id)
     if row is None:
-        raise Failure(f"no job {job_id} in {directory}")
+        raise Failure(f"no job {job_id} in {admin.location(target)}")
     if row.queue != name:
         raise Failure(f"job {job_id} is in the job queue {row.queue!r}, not {name!r}")
     return row
@@ -93,14 +93,14 @@ def _job_in(cache: Cache, directory: str, name: str, job_id: int) -> admin.JobRo
 
 def jobs_ls(
     out: Out,
-    directory: str,
+    target: str,
     name: str,
     state: admin.JobState | None,
     limit: int,
     after: int,
 ) -> None:
-    with admin.open_cache(directory) as cache:
-        _known_queue(cache, directory, name)
+    with admin.open_cache(target) as cache:
+        _known_queue(cache, target, name)
         rows = admin.jobs(cache, name, state, limit=limit, after=after)
     if out.as_json:
         out.json([asdict(row) for row in rows])
@@ -136,9 +136,9 @@ def _due(row: admin.JobRow) -> str:
     return age(row.due_in)
 
 
-def jobs_show(out: Out, directory: str, name: str, job_id: int) -> None:
-    with admin.open_cache(directory) as cache:
-        row = _job_in(cache, directory, name, job_id)
+def jobs_show(out: Out, target: str, name: str, job_id: int) -> None:
+    with admin.open_cache(target) as cache:
+        row = _job_in(cache, target, name, job_id)
     if out.as_json:
         out.json(asdict(row))
         return
@@ -149,17 +149,17 @@ def jobs_show(out: Out, directory: str, name: str, job_id: int) -> None:
 
 
 def jobs_retry(
-    out: Out, directory: str, name: str, ids: tuple[int, ...], every: bool, delay: float
+    out: Out, target: str, name: str, ids: tuple[int, ...], every: bool, delay: float
 ) -> None:
     if bool(ids) == every:
         raise Failure("give the ids of the dead jobs to retry, or --all", code=2)
     failed = []
-    with admin.open_cache(directory, write=True) as cache:
-        _known_queue(cache, directory, name)
+    with admin.open_cache(target, write=True) as cache:
+        _known_queue(cache, target, name)
         if every:
             ids = tuple(r.id for r in admin.jobs(cache, name, "dead", limit=2**62))
         for job_id in ids:
-            row = _job_in(cache, directory, name, job_id)
+            row = _job_in(cache, target, name, job_id)
             if admin.retry_job(cache, job_id, delay=delay):
                 out.line(f"job {job_id} is back in {name!r}")
             else:
@@ -170,12 +170,12 @@ def jobs_retry(
         raise Failure("; ".join(failed))
 
 
-def jobs_bury(out: Out, directory: str, name: str, ids: tuple[int, ...], reason: str) -> None:
+def jobs_bury(out: Out, target: str, name: str, ids: tuple[int, ...], reason: str) -> None:
     failed = []
-    with admin.open_cache(directory, write=True) as cache:
-        _known_queue(cache, directory, name)
+    with admin.open_cache(target, write=True) as cache:
+        _known_queue(cache, target, name)
         for job_id in ids:
-            _job_in(cache, directory, name, job_id)
+            _job_in(cache, target, name, job_id)
             if admin.bury_job(cache, job_id, reason):
                 out.line(f"job {job_id} is dead: {reason}")
             else:
@@ -184,12 +184,12 @@ def jobs_bury(out: Out, directory: str, name: str, ids: tuple[int, ...], reason:
         raise Failure("; ".join(failed))
 
 
-def jobs_purge(out: Out, directory: str, name: str, yes: bool) -> None:
+def jobs_purge(out: Out, target: str, name: str, yes: bool) -> None:
     import click
 
-    with admin.open_cache(directory, write=True) as cache:
-        _known_queue(cache, directory, name)
-        dead = JobQueue(cache, name).counts().dead
+    with admin.open_cache(target, write=True) as cache:
+        _known_queue(cache, target, name)
+        dead = admin.job_counts(cache, name).dead
         if dead and not yes:
             question = shown(f"delete the {dead} dead jobs of {name!r}?")
             click.confirm(question, abort=True, err=True)
@@ -203,8 +203,8 @@ def jobs_purge(out: Out, directory: str, name: str, yes: bool) -> None:
 # ---- claims DIR -----------------------------------------------------------------------------
 
 
-def claims_ls(out: Out, directory: str, namespace: str | None) -> None:
-    with admin.open_cache(directory) as cache:
+def claims_ls(out: Out, target: str, namespace: str | None) -> None:
+    with admin.open_cache(target) as cache:
         rows = admin.claims(cache, namespace)
     if out.as_json:
         out.json([asdict(row) for row in rows])
@@ -221,8 +221,8 @@ def claims_ls(out: Out, directory: str, namespace: str | None) -> None:
     )
 
 
-def claims_release(out: Out, directory: str, key: Any, namespace: str) -> None:
-    with admin.open_cache(directory, write=True) as cache:
+def claims_release(out: Out, target: str, key: Any, namespace: str) -> None:
+    with admin.open_cache(target, write=True) as cache:
         released = admin.release_claim(cache, key, namespace)
     if not released:
         raise Failure(f"no live claim on {key!r} in the namespace {namespace!r}")
@@ -235,16 +235,16 @@ def claims_release(out: Out, directory: str, key: Any, namespace: str) -> None:
 def add_commands(group: click.Group) -> None:
     import click
 
-    directory_arg = click.argument("directory")
+    directory_arg = target_argument()
 
     @group.group("queue")
     @directory_arg
     @click.argument("prefix")
     @click.pass_context
-    def queue_group(ctx: click.Context, directory: str, prefix: str) -> None:
+    def queue_group(ctx: click.Context, target: str, prefix: str) -> None:
         """A queue on the cache's keys (push/pull): PREFIX is the prefix it was pushed with,
         or - for the queue of int keys (pushed without a prefix)."""
-        ctx.obj = (directory, _prefix(prefix))
+        ctx.obj = (target, _prefix(prefix))
 
     @queue_group.command("ls")
     @click.option("--limit", type=click.IntRange(min=0), default=100, show_default=True)
@@ -272,10 +272,10 @@ def add_commands(group: click.Group) -> None:
     @directory_arg
     @click.argument("name")
     @click.pass_context
-    def jobs_group(ctx: click.Context, directory: str, name: str) -> None:
+    def jobs_group(ctx: click.Context, target: str, name: str) -> None:
         """The leased jobs (JobQueue) of the job queue NAME: ready (queued), scheduled
         (delayed), leased, and dead letters."""
-        ctx.obj = (directory, name)
+        ctx.obj = (target, name)
 
     @jobs_group.command("ls")
     @click.option(
@@ -333,9 +333,9 @@ def add_commands(group: click.Group) -> None:
     @group.group("claims")
     @directory_arg
     @click.pass_context
-    def claims_group(ctx: click.Context, directory: str) -> None:
+    def claims_group(ctx: click.Context, target: str) -> None:
         """The live claims (compute-once, Claims): key, holder and lease left."""
-        ctx.obj = directory
+        ctx.obj = target
 
     @claims_group.command("ls")
     @click.option("--namespace", help="Only this namespace (default: all).")

@@ -1,6 +1,6 @@
-"""The web dashboard, ``diskcache-oxide serve DIR``: a live view of a cache directory (its
-stats, queues, leased jobs by state and claims), on Starlette, uvicorn and Jinja2, the
-``dashboard`` extra (``pip install 'diskcache_oxide[dashboard]'``; D-046).
+"""The web dashboard, ``diskcache-oxide serve TARGET``: a live view of a cache directory or a
+Redis namespace (its stats, queues, leased jobs by state and claims), on Starlette, uvicorn and
+Jinja2, the ``dashboard`` extra (``pip install 'diskcache_oxide[dashboard]'``; D-046, D-062).
 
 The page is a Jinja2 template with the first snapshot in it; a little plain JavaScript
 (``static/dashboard.js``, no CDN) polls ``/api/state`` every second and redraws. The directory
@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__, admin
-from ..errors import CacheError
 from .state import LIMITS, Page, PageError, snapshot
 
 if TYPE_CHECKING:
@@ -42,6 +41,8 @@ if TYPE_CHECKING:
 __all__ = ["FRAME_HEADERS", "Page", "allowed_hosts", "create_app", "serve", "snapshot"]
 
 HERE = Path(__file__).resolve().parent
+#: The socket timeout of the dashboard's Redis handles (seconds).
+REDIS_TIMEOUT = 5.0
 TOKEN_HEADER = "X-Dashboard-Token"
 ACTIONS_OFF = "actions are off: start the dashboard with --allow-actions to use them"
 
@@ -82,7 +83,12 @@ class _FrameHeaders:
 
 
 def _unavailable(path: str, error: BaseException) -> str:
-    """What the page says when the directory cannot be read."""
+    """What the page says when the directory or the Redis server cannot be read."""
+    if admin.is_url(path):
+        return (
+            f"cannot read {admin.location(path)}: {error}. Is the Redis server running? The "
+            "page recovers by itself once it answers again"
+        )
     if not os.path.isdir(path) or not os.path.exists(os.path.join(path, "cache.db")):
         return (
             f"the directory {path} was deleted or moved while the dashboard was serving it: "
@@ -112,7 +118,7 @@ def allowed_hosts(host: str) -> list[str]:
 
 
 def create_app(
-    directory: str | os.PathLike[str],
+    target: str | os.PathLike[str],
     *,
     allow_actions: bool = False,
     interval: float = 1.0,
@@ -120,7 +126,9 @@ def create_app(
     page: Page | None = None,
     hosts: list[str] | None = None,
 ) -> Starlette:
-    """The dashboard's ASGI app for the cache in ``directory`` (which must exist).
+    """The dashboard's ASGI app for the cache at ``target``: a directory (which must exist) or
+    a Redis URL (``redis://host:port/db?namespace=NS``, ``rediss://``, ``unix://``,
+    ``?cluster=1``; the server must answer).
 
     :param allow_actions: show and accept retry, bury and purge (opens a writing handle)
     :param interval: seconds between the page's polls
@@ -138,9 +146,11 @@ def create_app(
     from starlette.staticfiles import StaticFiles
     from starlette.templating import Jinja2Templates
 
-    path = os.fspath(directory)
-    reader = admin.open_cache(path)
-    writer = admin.open_cache(path, write=True) if allow_actions else None
+    path = os.fspath(target)
+    # On Redis, a poll that waits on a server that stopped answering holds a worker thread:
+    # a short socket timeout turns it into the page's "cannot read" within a few polls.
+    reader = admin.open_cache(path, timeout=REDIS_TIMEOUT)
+    writer = admin.open_cache(path, write=True, timeout=REDIS_TIMEOUT) if allow_actions else None
     token = secrets.token_urlsafe(24)
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     defaults = Page(**{**asdict(page or Page()), "jobs": limit})
@@ -153,9 +163,10 @@ def create_app(
             return 400, {"error": str(error), "limits": LIMITS}
         try:
             return 200, snapshot(reader, actions=allow_actions, page=chosen)
-        except (CacheError, OSError) as error:
-            # A directory deleted or damaged under us: said on the page, not a 500.
-            return 503, {"error": _unavailable(path, error), "directory": path}
+        except admin.errors() as error:
+            # A directory deleted or damaged under us, a Redis server gone: said on the
+            # page, not a 500.
+            return 503, {"error": _unavailable(path, error), "directory": admin.location(path)}
 
     def index(request: Request) -> Response:
         status, shown = state(request)
@@ -167,7 +178,7 @@ def create_app(
                 "token": token if allow_actions else "",
                 "interval": interval,
                 "version": __version__,
-                "directory": path,
+                "directory": admin.location(path),
             },
             status_code=status,
             headers=NO_STORE,
@@ -203,7 +214,9 @@ def create_app(
                 if not act(job_id):
                     message = not_done.format(id=job_id, state=row.state)
                     return JSONResponse({"error": message}, status_code=409)
-            except (CacheError, OSError) as error:
+            except admin.JobsUnavailable as error:
+                return JSONResponse({"error": str(error)}, status_code=501)
+            except admin.errors() as error:
                 return JSONResponse({"error": _unavailable(path, error)}, status_code=503)
             return JSONResponse({"ok": True, "message": done.format(id=job_id, queue=row.queue)})
 
@@ -233,7 +246,9 @@ def create_app(
 
         try:
             purged = await run_in_threadpool(admin.purge_dead, writer, queue)
-        except (CacheError, OSError) as error:
+        except admin.JobsUnavailable as error:
+            return JSONResponse({"error": str(error)}, status_code=501)
+        except admin.errors() as error:
             return JSONResponse({"error": _unavailable(path, error)}, status_code=503)
         return JSONResponse(
             {"ok": True, "purged": purged, "message": f"deleted {purged} dead jobs of {queue!r}"}
@@ -283,14 +298,15 @@ def create_app(
 
 
 def serve(
-    directory: str | os.PathLike[str],
+    target: str | os.PathLike[str],
     *,
     host: str = "127.0.0.1",
     port: int = 8000,
     allow_actions: bool = False,
     interval: float = 1.0,
 ) -> None:
-    """Serve the dashboard until interrupted (Ctrl-C, SIGTERM). Binds ``host:port`` first
+    """Serve the dashboard of ``target`` (a directory or a Redis URL) until interrupted
+    (Ctrl-C, SIGTERM). Binds ``host:port`` first
     (port 0: a free one), then prints the address on stdout."""
     import uvicorn
 
@@ -305,11 +321,11 @@ def serve(
     sock.listen(128)
     bound = sock.getsockname()[1]
     app = create_app(
-        directory, allow_actions=allow_actions, interval=interval, hosts=allowed_hosts(host)
+        target, allow_actions=allow_actions, interval=interval, hosts=allowed_hosts(host)
     )
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     mode = "actions on (retry, bury, purge)" if allow_actions else "read-only"
-    print(f"dashboard of {os.fspath(directory)} at http://{shown}:{bound}/ ({mode})", flush=True)
+    print(f"dashboard of {admin.location(target)} at http://{shown}:{bound}/ ({mode})", flush=True)
     if not _is_loopback(host):
         print(
             f"warning: {host} is reachable from other machines and the dashboard has no login",

@@ -1,11 +1,15 @@
-"""What the dashboard shows, as plain data: one snapshot of a directory, served as JSON at
-``/api/state`` and polled by the page every second. Needs nothing beyond the package.
+"""What the dashboard shows, as plain data: one snapshot of a directory or a Redis namespace
+(D-062), served as JSON at ``/api/state`` and polled by the page every second. Needs nothing
+beyond the package.
 
 A snapshot costs what its pages hold, not what the directory holds (D-046): each list (the
 queues on the keys, the job queues, the claims) is a page of at most its limit with the total
 beside it and a cursor to the next page; each job queue on the page lists at most ``limit``
 jobs per state, the state chosen in SQL; and every value is a preview built from the first
-few KiB of its stored bytes, never decoded."""
+few KiB of its stored bytes, never decoded (on Redis, decoded, never unpickled, and cut: the
+binding has no preview of a frame's bytes). On Redis what only a directory has (``volume``,
+``size_limit``, the oldest item's age) is None, and the settings are the namespace's and the
+server's memory settings."""
 
 from __future__ import annotations
 
@@ -16,9 +20,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .. import admin
+from .. import _admin_redis, admin
 from ..core import DEFAULT_SETTINGS, Cache
-from ..jobs import JobQueue
 
 __all__ = ["LIMITS", "STATES", "Page", "PageError", "snapshot"]
 
@@ -90,10 +93,17 @@ def _paged(total: int, start: int, shown: int, limit: int, after: str | None) ->
     return {"total": total, "start": start, "shown": shown, "limit": limit, "after": after}
 
 
-def _queue_front(cache: Cache, prefix: str | None) -> str | None:
+def _queue_front(cache: admin.AnyCache, prefix: str | None) -> str | None:
     """A preview of the front item of the queue of ``prefix``, or None if it is not among the
     first few keys in key order (other keys share the prefix, or the items left meanwhile).
-    Only its stored bytes' first few KiB are read."""
+    Only its stored bytes' first few KiB are read (on Redis: the queue's first few numbers,
+    and the value of the first item still there)."""
+    if not isinstance(cache, Cache):
+        for key in _admin_redis.queue_keys(cache, prefix, count=_FRONT_LOOKUPS):
+            shown = admin.preview(cache, key, PREVIEW_WIDTH)
+            if shown is not None:
+                return shown
+        return None
     if prefix is None:
         # Numbers sort first; the queue's are the ints of its range, after the negative ones.
         for key in itertools.islice(cache.iterkeys(), _FRONT_LOOKUPS):
@@ -109,7 +119,7 @@ def _queue_front(cache: Cache, prefix: str | None) -> str | None:
     return None
 
 
-def _queues(cache: Cache, page: Page) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _queues(cache: admin.AnyCache, page: Page) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     # The queues come from one scan of the keys (admin.queues); only this page's are shown
     # and looked into for their front item.
     every = admin.queues(cache)
@@ -125,8 +135,14 @@ def _queues(cache: Cache, page: Page) -> tuple[list[dict[str, Any]], dict[str, A
     return rows, info
 
 
-def _job_queues(cache: Cache, page: Page) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    names = admin.job_queues(cache)
+def _job_queues(cache: admin.AnyCache, page: Page) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    try:
+        names = admin.job_queues(cache)
+    except admin.JobsUnavailable as error:
+        info = _paged(0, 0, 0, page.job_queues, page.job_queues_after)
+        info["next"] = None
+        info["unavailable"] = str(error)
+        return [], info
     start = 0 if page.job_queues_after is None else _rank(names, page.job_queues_after)
     shown = names[start : start + page.job_queues]
     rows = []
@@ -134,7 +150,7 @@ def _job_queues(cache: Cache, page: Page) -> tuple[list[dict[str, Any]], dict[st
         rows.append(
             {
                 "name": name,
-                "counts": JobQueue(cache, name).counts()._asdict(),
+                "counts": admin.job_counts(cache, name)._asdict(),
                 "jobs": {
                     state: [
                         asdict(row)
@@ -156,11 +172,15 @@ def _rank(names: list[str], after: str) -> int:
     return bisect.bisect_right(names, after)
 
 
-def _claims(cache: Cache, page: Page, actions: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    total = admin.claim_count(cache)
+def _claims(
+    cache: admin.AnyCache, page: Page, actions: bool
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    # On Redis the list of claims namespaces comes from a SCAN: a poll reuses a recent one.
+    reuse = _admin_redis.CLAIM_SETS_TTL
+    total = admin.claim_count(cache, reuse=reuse)
     start = int(page.claims_after or 0)
     rows = []
-    for claim in admin.claims(cache, limit=page.claims, offset=start):
+    for claim in admin.claims(cache, limit=page.claims, offset=start, reuse=reuse):
         row = asdict(claim)
         if not actions:
             # A claim's token lets its holder renew and release it; a read-only page has no
@@ -173,8 +193,42 @@ def _claims(cache: Cache, page: Page, actions: bool) -> tuple[list[dict[str, Any
     return rows, info
 
 
+def _figures(cache: admin.AnyCache) -> dict[str, Any]:
+    # What differs between the backends: where the cache is, its counters, its settings.
+    if not isinstance(cache, Cache):
+        hits, misses = _admin_redis.hits_misses(cache)
+        info = admin.server_memory(cache)
+        statistics = int(_admin_redis.statistics_on(cache))
+        return {
+            "backend": "redis",
+            "directory": admin.location(cache),
+            "namespace": cache.namespace,
+            "hits": hits,
+            "misses": misses,
+            "volume": None,
+            "eviction_policy": info.get("maxmemory_policy", "the server's"),
+            "size_limit": None,
+            "statistics": statistics,
+            "settings": {"namespace": cache.namespace, "statistics": statistics, **info},
+        }
+    # The counters as stored: stats() would switch counting on or off (a write).
+    settings = {name: getattr(cache, name) for name in DEFAULT_SETTINGS}
+    return {
+        "backend": "directory",
+        "directory": cache.directory,
+        "namespace": None,
+        "hits": cache.reset("hits"),
+        "misses": cache.reset("misses"),
+        "volume": cache.volume(),
+        "eviction_policy": settings["eviction_policy"],
+        "size_limit": settings["size_limit"],
+        "statistics": settings["statistics"],
+        "settings": settings,
+    }
+
+
 def snapshot(
-    cache: Cache,
+    cache: admin.AnyCache,
     *,
     limit: int | None = None,
     actions: bool = False,
@@ -191,30 +245,31 @@ def snapshot(
     page = page or Page()
     if limit is not None:
         page = Page(**{**asdict(page), "jobs": limit})
-    # The counters as stored: stats() would switch counting on or off (a write).
-    hits, misses = cache.reset("hits"), cache.reset("misses")
-    settings = {name: getattr(cache, name) for name in DEFAULT_SETTINGS}
+    figures = _figures(cache)
     queues, queues_page = _queues(cache, page)
     job_queues, job_queues_page = _job_queues(cache, page)
     claims, claims_page = _claims(cache, page, actions)
     return {
-        "directory": cache.directory,
+        "backend": figures["backend"],
+        "directory": figures["directory"],
+        "namespace": figures["namespace"],
         "time": time.time(),
         "actions": actions,
         "limit": page.jobs,
         "stats": {
             "count": len(cache),
-            "volume": cache.volume(),
-            "hits": hits,
-            "misses": misses,
+            "volume": figures["volume"],
+            "hits": figures["hits"],
+            "misses": figures["misses"],
             "queues": queues_page["total"],
-            "job_queues": job_queues_page["total"],
+            # None when the job queues cannot be read here (no JobQueue on Redis yet).
+            "job_queues": None if "unavailable" in job_queues_page else job_queues_page["total"],
             "claims": claims_page["total"],
-            "eviction_policy": settings["eviction_policy"],
-            "size_limit": settings["size_limit"],
-            "statistics": settings["statistics"],
+            "eviction_policy": figures["eviction_policy"],
+            "size_limit": figures["size_limit"],
+            "statistics": figures["statistics"],
         },
-        "settings": settings,
+        "settings": figures["settings"],
         "queues": queues,
         "job_queues": job_queues,
         "claims": claims,

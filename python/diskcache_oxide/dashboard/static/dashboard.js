@@ -48,6 +48,12 @@
     return sign + Math.floor(w / 86400) + " d " + Math.floor((w % 86400) / 3600) + " h";
   }
 
+  // What only a directory has (a volume on disk, a size limit) is null on Redis: shown as "–"
+  // with a title saying why.
+  function absent(value, format) {
+    return value === null || value === undefined ? "–" : format(value);
+  }
+
   function bytes(n) {
     const units = ["B", "KiB", "MiB", "GiB", "TiB"];
     let value = n;
@@ -80,20 +86,21 @@
     const hitRate = stats.hits + stats.misses > 0 ? ((100 * stats.hits) / (stats.hits + stats.misses)).toFixed(1) + " %" : "–";
     const cards = [
       ["count", "entries", stats.count, String(stats.count)],
-      ["volume", "volume", stats.volume, bytes(stats.volume)],
+      ["volume", "volume", stats.volume, absent(stats.volume, bytes)],
       ["hits", "hits", stats.hits, String(stats.hits)],
       ["misses", "misses", stats.misses, String(stats.misses)],
       ["hit-rate", "hit rate", hitRate, hitRate],
       ["queues", "queues", stats.queues, String(stats.queues)],
-      ["job-queues", "job queues", stats.job_queues, String(stats.job_queues)],
+      ["job-queues", "job queues", stats.job_queues, absent(stats.job_queues, String)],
       ["claims", "live claims", stats.claims, String(stats.claims)],
       ["eviction", "eviction", stats.eviction_policy, stats.eviction_policy],
-      ["size-limit", "size limit", stats.size_limit, bytes(stats.size_limit)],
+      ["size-limit", "size limit", stats.size_limit, absent(stats.size_limit, bytes)],
     ];
     const section = document.getElementById("stats");
+    const onlyDirectory = "a directory's figure: it does not apply on Redis (the server's maxmemory and maxmemory-policy govern its memory)";
     section.replaceChildren(
       ...cards.map(([key, label, raw, shown]) =>
-        el("div", { class: "card", "data-stat": key, "data-value": raw },
+        el("div", { class: "card", "data-stat": key, "data-value": raw === null ? "" : raw, title: raw === null ? (key === "job-queues" ? s.pages.job_queues.unavailable : onlyDirectory) : null },
           el("div", { class: "value" }, shown), el("div", { class: "label" }, label)))
     );
     if (!stats.statistics) {
@@ -130,7 +137,9 @@
       el("tr", { "data-queue": q.prefix === null ? "-" : q.prefix },
         el("td", { class: "prefix" }, q.prefix === null ? "(int keys)" : q.prefix),
         el("td", { class: "depth num", text: q.depth }),
-        ageCell("oldest", q.oldest_age),
+        s.backend === "redis"
+          ? el("td", { class: "oldest num", title: "Redis keeps no time of storing an item" }, "–")
+          : ageCell("oldest", q.oldest_age),
         el("td", { class: "front", text: q.front === null ? "" : q.front })));
     body.replaceChildren(
       table([["prefix", ""], ["depth", "num"], ["oldest item", "num"], ["front item", ""]], rows),
@@ -168,6 +177,10 @@
   function drawJobs(s) {
     const body = document.querySelector("#jobs .body");
     const more = pager("job_queues", s.pages.job_queues, "job queues");
+    if (s.pages.job_queues.unavailable) {
+      body.replaceChildren(el("p", { class: "empty unavailable" }, s.pages.job_queues.unavailable));
+      return;
+    }
     if (!s.job_queues.length) {
       body.replaceChildren(el("p", { class: "empty" }, "No job queues."), more || "");
       return;
@@ -222,7 +235,8 @@
     document.querySelector("#settings .body").replaceChildren(table([["setting", ""], ["value", "num"]], rows));
   }
 
-  // The directory could not be read (deleted, moved, damaged): the server said why.
+  // The directory could not be read (deleted, moved, damaged), or the Redis server did not
+  // answer: the server said why.
   function problem(text) {
     const box = document.getElementById("problem");
     box.textContent = text || "";
