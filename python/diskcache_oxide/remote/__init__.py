@@ -1,5 +1,6 @@
 """The Redis backend: :class:`RedisCache`, the cache and queue calls on a Redis, Valkey or
-Redis Cluster server (issue 21, D-058). Needs redis-py: ``pip install 'diskcache_oxide[redis]'``.
+Redis Cluster server (issue 21, D-058), and :class:`AsyncRedisCache`, the same calls on
+redis-py's asyncio client (D-059). Needs redis-py: ``pip install 'diskcache_oxide[redis]'``.
 
 Named ``remote`` rather than ``redis`` so that ``diskcache_oxide.redis`` and the ``redis``
 distribution are never confused in imports, tracebacks or mypy's module names, and so that the
@@ -8,6 +9,14 @@ same package can hold Valkey and other servers speaking the protocol.
 
 from __future__ import annotations
 
+from .aio import AsyncRedisCache, asyncio_client, open_async_client
 from .cache import RedisCache, UnsupportedError, open_client
 
-__all__ = ["RedisCache", "UnsupportedError", "open_client"]
+__all__ = [
+    "AsyncRedisCache",
+    "RedisCache",
+    "UnsupportedError",
+    "asyncio_client",
+    "open_async_client",
+    "open_client",
+]

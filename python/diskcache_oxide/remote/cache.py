@@ -149,9 +149,9 @@ class RedisCache(RedisCacheCalls, Namespace):
         return memoize_on(self, name, typed, expire, tag, ignore)
 
 
-def open_client(url: str, timeout: float = 60.0) -> Any:
-    """A redis-py client for ``url``; ``?cluster=1`` (or ``true``) opens a RedisCluster.
-    ``namespace=`` in the query is the cache's, not the client's, and is dropped here."""
+def _split_url(url: str) -> tuple[str, bool]:
+    """``url`` without the cache's own query settings (``cluster``, ``namespace``), and
+    whether it asks for a cluster (``?cluster=1``, ``true`` or ``yes``)."""
     from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
     parts = urlsplit(url)
@@ -160,7 +160,13 @@ def open_client(url: str, timeout: float = 60.0) -> Any:
         name == "cluster" and value.lower() in ("1", "true", "yes") for name, value in query
     )
     kept = [(name, value) for name, value in query if name not in ("cluster", "namespace")]
-    url = urlunsplit(parts._replace(query=urlencode(kept)))
+    return urlunsplit(parts._replace(query=urlencode(kept))), cluster
+
+
+def open_client(url: str, timeout: float = 60.0) -> Any:
+    """A redis-py client for ``url``; ``?cluster=1`` (or ``true``) opens a RedisCluster.
+    ``namespace=`` in the query is the cache's, not the client's, and is dropped here."""
+    url, cluster = _split_url(url)
     if cluster:
         return redis.cluster.RedisCluster.from_url(  # type: ignore[no-untyped-call]
             url, socket_timeout=timeout

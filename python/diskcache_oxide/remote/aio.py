@@ -1,0 +1,438 @@
+"""``AsyncRedisCache``: RedisCache's calls as coroutines on redis-py's asyncio client (issue 21,
+D-059).
+
+The calls are RedisCache's operations (``_ops``), awaited on ``redis.asyncio.Redis`` or
+``redis.asyncio.cluster.RedisCluster`` instead of run on the blocking client: the methods are
+generated from the API table into ``_faces/remote_aio.py`` (``AsyncRedisCacheCalls``), with
+AsyncCache's names (``getitem``, ``contains``, ``length``, ...), so code written against an
+:class:`~diskcache_oxide.aio.AsyncCache` runs unchanged. No call holds a thread: a blocked
+``pull(timeout=)`` is an awaited ``BLPOP``.
+
+``AsyncCache(redis_cache)`` gives one (``aio.cache``): what takes a cache takes either
+backend. :func:`asyncio_client` makes the asyncio twin of a blocking client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import Executor
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.asyncio.connection
+import redis.cluster
+import redis.connection
+
+from .._faces.remote_aio import AsyncRedisCacheCalls
+from ..aio._run import _in_thread, _reshape
+from . import _ops
+from ._io import AsyncLink, Op
+from ._ops import Namespace
+from ._scripts import SCRIPTS
+from .cache import RedisCache, _split_url
+
+if TYPE_CHECKING:
+    if sys.version_info >= (3, 11):
+        from typing import Self
+    else:
+        from typing_extensions import Self
+
+    from ..aio.claims import AsyncClaims
+
+__all__ = ["AsyncRedisCache", "asyncio_client", "open_async_client"]
+
+T = TypeVar("T")
+_Tag = str | int | float | bytes | None
+_Side = Literal["front", "back"]
+
+#: The asyncio connection class for each blocking one (the most derived match wins).
+_CONNECTIONS: tuple[tuple[type, type], ...] = (
+    (redis.connection.UnixDomainSocketConnection, redis.asyncio.connection.UnixDomainSocketConnection),
+    (redis.connection.SSLConnection, redis.asyncio.connection.SSLConnection),
+    (redis.connection.Connection, redis.asyncio.connection.Connection),
+)
+
+#: Settings of a blocking connection that are objects of the blocking client (its retry
+#: policy, parser, connect hook): the asyncio twin keeps its own defaults for them.
+_NOT_CARRIED = frozenset(
+    {"retry", "parser_class", "redis_connect_func", "event_dispatcher", "encoder_class"}
+)
+
+
+def _accepted(cls: type) -> set[str]:
+    """The keyword arguments ``cls`` and the classes it passes ``**kwargs`` to take."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = vars(klass).get("__init__")
+        if init is not None:
+            names.update(inspect.signature(init).parameters)
+    return names - {"self", "args", "kwargs"}
+
+
+def asyncio_client(client: Any) -> Any:
+    """The asyncio twin of a blocking redis-py client: a ``redis.asyncio.Redis`` on the same
+    server (TCP, TLS or unix socket, with the same database, credentials, timeouts and TLS
+    files), or a ``redis.asyncio.cluster.RedisCluster`` that starts from the same nodes with
+    the same connection settings. Settings that are objects of the blocking client (its
+    ``retry`` policy, a parser or connect hook) are left at the asyncio client's defaults.
+
+    :raises TypeError: for anything but a ``redis.Redis`` or ``RedisCluster``
+    """
+    if isinstance(client, redis.cluster.RedisCluster):
+        kwargs = dict(client.get_connection_kwargs())
+        if kwargs.pop("connection_class", None) is redis.connection.SSLConnection:
+            kwargs["ssl"] = True
+        wanted = _accepted(redis.asyncio.cluster.RedisCluster)
+        carried = {
+            name: value
+            for name, value in kwargs.items()
+            if name in wanted and name not in _NOT_CARRIED
+        }
+        nodes = [
+            redis.asyncio.cluster.ClusterNode(node.host, node.port)
+            for node in client.get_nodes()
+        ]
+        return redis.asyncio.cluster.RedisCluster(startup_nodes=nodes, **carried)
+    if isinstance(client, redis.Redis):
+        pool = client.connection_pool
+        kind = next(
+            (twin for blocking, twin in _CONNECTIONS if issubclass(pool.connection_class, blocking)),
+            None,
+        )
+        if kind is None:
+            raise TypeError(
+                f"cannot make an asyncio twin of a client on {pool.connection_class.__name__}; "
+                "pass an asyncio client to AsyncRedisCache instead"
+            )
+        wanted = _accepted(kind)
+        carried = {
+            name: value
+            for name, value in pool.connection_kwargs.items()
+            if name in wanted and name not in _NOT_CARRIED
+        }
+        twin = redis.asyncio.ConnectionPool(
+            connection_class=kind, max_connections=pool.max_connections, **carried
+        )
+        return redis.asyncio.Redis(connection_pool=twin)
+    raise TypeError(
+        f"asyncio_client() takes a redis.Redis or RedisCluster client, not {type(client).__name__}"
+    )
+
+
+def open_async_client(url: str, timeout: float = 60.0) -> Any:
+    """An asyncio redis-py client for ``url``, as :func:`~diskcache_oxide.remote.open_client`
+    opens a blocking one (``?cluster=1`` opens a ``RedisCluster``)."""
+    url, cluster = _split_url(url)
+    if cluster:
+        return redis.asyncio.cluster.RedisCluster.from_url(url, socket_timeout=timeout)
+    return redis.asyncio.Redis.from_url(url, socket_timeout=timeout)
+
+
+_ASYNC_CLIENTS = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
+
+
+class AsyncRedisCache(AsyncRedisCacheCalls, Namespace):
+    """RedisCache's calls as coroutines on redis-py's asyncio client (D-059).
+
+    :param source: a :class:`RedisCache` (its namespace and settings, on the asyncio twin of
+        its client: :func:`asyncio_client`), a ``redis://``, ``rediss://`` or ``unix://`` URL
+        (``?cluster=1``: a cluster), or a ``redis.asyncio.Redis``/``RedisCluster`` client
+        (made with ``decode_responses=False``)
+    :param namespace, pickle, on_decode_error, timeout, settings: as :class:`RedisCache`'s
+        (with a RedisCache, its own are used and these must be left out)
+    :param executor: where a plain function given to ``get_or_compute`` runs (default: the
+        loop's default executor); no call of the cache holds a thread
+
+    The names are :class:`~diskcache_oxide.aio.AsyncCache`'s: ``await acache.get(key)``,
+    ``contains(key)``, ``length()``, ``getitem(key)``, ``keys()``. ``AsyncCache(redis_cache)``
+    returns one of these.
+    """
+
+    def __init__(
+        self,
+        source: Any,
+        namespace: str = "default",
+        pickle: bool = False,
+        on_decode_error: str = "raise",
+        timeout: float = 60.0,
+        *,
+        executor: Executor | None = None,
+        **settings: Any,
+    ) -> None:
+        self._cache: RedisCache | None = None
+        if isinstance(source, RedisCache):
+            given = (namespace, pickle, on_decode_error, timeout) != ("default", False, "raise", 60.0)
+            if given or settings:
+                raise TypeError(
+                    "AsyncRedisCache(redis_cache) takes the RedisCache's namespace and "
+                    "settings; pass them to RedisCache, or give a URL or client instead"
+                )
+            self._cache = source
+            namespace, pickle = source.namespace, source.pickle
+            on_decode_error = source.on_decode_error
+        if settings.get("statistics"):
+            raise ValueError(
+                "statistics=True would need a call to the server while constructing; "
+                "use `await acache.stats(enable=True)` instead"
+            )
+        self._configure("AsyncRedisCache", namespace, pickle, on_decode_error, settings)
+        self._owned = not isinstance(source, _ASYNC_CLIENTS)
+        client: Any
+        if self._cache is not None:
+            client = asyncio_client(self._cache.client)
+        elif isinstance(source, str):
+            client = open_async_client(source, timeout)
+        elif isinstance(source, _ASYNC_CLIENTS):
+            client = source
+        else:
+            raise TypeError(
+                "AsyncRedisCache() takes a RedisCache, a redis:// URL or a redis.asyncio "
+                f"Redis or RedisCluster client, not {type(source).__name__}"
+            )
+        kwargs: dict[str, Any] = getattr(client, "get_connection_kwargs", dict)()
+        if kwargs.get("decode_responses"):
+            raise ValueError("AsyncRedisCache needs a client made with decode_responses=False")
+        self._client: Any = client
+        self._fit_slice(kwargs)
+        self._alink = AsyncLink(client, self._base, SCRIPTS)
+        self._executor = executor
+        #: Strong references to the give-backs of cancelled pulls, until they end.
+        self._giving_back: set[asyncio.Task[Any]] = set()
+
+    def __repr__(self) -> str:
+        return f"AsyncRedisCache(namespace={self._namespace!r})"
+
+    # ----- handle ----------------------------------------------------------------------------
+
+    @property
+    def client(self) -> Any:
+        """The asyncio redis-py client."""
+        return self._client
+
+    @property
+    def cache(self) -> RedisCache:
+        """The blocking :class:`RedisCache` this was made from.
+
+        :raises AttributeError: if this was opened from a URL or an asyncio client
+        """
+        if self._cache is None:
+            raise AttributeError(
+                "this AsyncRedisCache was opened from a URL or an asyncio client and has no "
+                "blocking RedisCache; open it as AsyncCache(RedisCache(...)) to have one"
+            )
+        return self._cache
+
+    @property
+    def executor(self) -> Executor | None:
+        """Where a plain function given to ``get_or_compute`` runs (None: the loop's default
+        executor)."""
+        return self._executor
+
+    async def _run(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        return await _in_thread(self._executor, fn, *args, **kwargs)
+
+    async def close(self) -> None:
+        """Close the asyncio client if this cache opened it (from a URL, or as the twin of a
+        RedisCache's client); the RedisCache's own client is left open."""
+        if self._owned:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exception: object) -> None:
+        await self.close()
+
+    # ----- keys ------------------------------------------------------------------------------
+
+    async def keys(self, reverse: bool = False, prefix: str | None = None) -> list[Any]:
+        """Every key (or the str keys under ``prefix``), in order, as a list: the pages of
+        ``RedisCache.iterkeys``, awaited."""
+        found: list[Any] = []
+        after: str | None = None
+        while True:
+            page, after = await self._alink.run(_ops.keys_page(self, reverse, after))
+            found += page
+            if after is None:
+                break
+        return found if prefix is None else _ops.prefixed(found, prefix, reverse)
+
+    async def iterkeys(self, reverse: bool = False, prefix: str | None = None) -> AsyncIterator[Any]:
+        """The keys as ``async for`` gives them, a page at a time (all of them first, sorted,
+        with ``prefix``)."""
+        if prefix is not None:
+            for key in await self.keys(reverse, prefix):
+                yield key
+            return
+        after: str | None = None
+        while True:
+            page, after = await self._alink.run(_ops.keys_page(self, reverse, after))
+            for key in page:
+                yield key
+            if after is None:
+                return
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self.iterkeys()
+
+    # ----- the queue: a cancelled caller loses no item ---------------------------------------
+
+    async def _taking(self, op: Op[T], give_back: Callable[[T], Awaitable[object]]) -> T:
+        """Run ``op``, which takes items, so that cancelling the caller loses none: the
+        operation runs in a task of its own; a caller cancelled while it waits (BLPOP, which
+        takes nothing) cancels it there; one cancelled while a script runs lets the script
+        answer, and what it took is given back with ``give_back``."""
+        state = {"waiting": False, "stop": False}
+        alink = self._alink
+
+        async def drive() -> T:
+            reply: Any = None
+            error: BaseException | None = None
+            while True:
+                try:
+                    request = op.send(reply) if error is None else op.throw(error)
+                except StopIteration as done:
+                    return done.value  # type: ignore[no-any-return]
+                waits = _ops.is_wait(request)
+                if waits and state["stop"]:
+                    op.close()
+                    raise asyncio.CancelledError
+                error = None
+                state["waiting"] = waits
+                try:
+                    reply = await alink.send(request)
+                except Exception as exc:
+                    reply, error = None, exc
+                finally:
+                    state["waiting"] = False
+
+        task = asyncio.get_running_loop().create_task(drive())
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            state["stop"] = True
+            if state["waiting"]:
+                task.cancel()
+
+            def orphaned(done: asyncio.Task[T]) -> None:
+                if done.cancelled() or done.exception() is not None:
+                    return
+                back = asyncio.get_running_loop().create_task(_quietly(give_back(done.result())))
+                self._giving_back.add(back)
+                back.add_done_callback(self._giving_back.discard)
+
+            task.add_done_callback(orphaned)
+            raise
+
+    async def _give_back(self, items: list[Any], prefix: str | None, side: _Side) -> None:
+        # Items come as ((key, value), expire_time, tag); put them back at the end they were
+        # taken from, nearest last, so their order is kept (their keys change).
+        now = time.time()
+        for (_key, value), expires, tag in reversed(items):
+            if expires is not None and expires <= now:
+                continue
+            remaining = None if expires is None else expires - now
+            await self._alink.run(_ops.push(self, value, prefix, side, remaining, False, tag))
+
+    async def pull(
+        self,
+        prefix: str | None = None,
+        default: Any = (None, None),
+        side: _Side = "front",
+        expire_time: bool = False,
+        tag: bool = False,
+        retry: bool = False,
+        timeout: float | None = None,
+    ) -> Any:
+        """``RedisCache.pull`` awaited: a wait with ``timeout`` is a BLPOP on the asyncio
+        client, holding no thread. If the caller is cancelled, an item taken after all is
+        pushed back at the same end."""
+        missing = object()
+
+        async def give_back(item: Any) -> None:
+            if item[0] is not missing:
+                await self._give_back([item], prefix, side)
+
+        op = _ops.pull(self, prefix, missing, side, True, True, retry, timeout)
+        item = await self._taking(op, give_back)
+        if item[0] is missing:
+            return _reshape((default, None, None), expire_time, tag)
+        return _reshape(item, expire_time, tag)
+
+    async def pull_many(
+        self,
+        n: int,
+        prefix: str | None = None,
+        side: _Side = "front",
+        expire_time: bool = False,
+        tag: bool = False,
+        retry: bool = False,
+        timeout: float | None = None,
+    ) -> list[Any]:
+        """``RedisCache.pull_many`` awaited; a cancelled caller's items are pushed back."""
+
+        async def give_back(items: list[Any]) -> None:
+            await self._give_back(items, prefix, side)
+
+        op = _ops.pull_many(self, n, prefix, side, True, True, retry, timeout)
+        items = await self._taking(op, give_back)
+        return [_reshape(item, expire_time, tag) for item in items]
+
+    # ----- claims and compute-once -------------------------------------------------------------
+
+    def claims(self, namespace: str = "default") -> AsyncClaims:
+        """Claims on this cache's keys (:class:`~diskcache_oxide.aio.AsyncClaims`)."""
+        from ..aio.claims import AsyncClaims
+
+        return AsyncClaims(self, namespace)
+
+    async def get_or_compute(
+        self,
+        key: Any,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        lease: float = 60.0,
+        timeout: float | None = None,
+        expire: float | None = None,
+        tag: _Tag = None,
+        namespace: str = "default",
+        if_computing: Literal["wait", "skip"] = "wait",
+        outcome: bool = False,
+        pass_claim: bool = False,
+        **kwargs: Any,
+    ) -> Any:
+        """:func:`~diskcache_oxide.aio.aget_or_compute` on this cache (as
+        :meth:`AsyncCache.get_or_compute <diskcache_oxide.aio.AsyncCache.get_or_compute>`)."""
+        from ..aio.turns import aget_or_compute
+
+        return await aget_or_compute(
+            self,
+            key,
+            fn,
+            *args,
+            lease=lease,
+            timeout=timeout,
+            expire=expire,
+            tag=tag,
+            namespace=namespace,
+            if_computing=if_computing,
+            outcome=outcome,
+            pass_claim=pass_claim,
+            **kwargs,
+        )
+
+
+async def _quietly(work: Awaitable[object]) -> None:
+    from ..aio._run import _log
+
+    try:
+        await work
+    except Exception:
+        _log.exception("could not give back what a cancelled pull took")
