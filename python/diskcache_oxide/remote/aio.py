@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
+import secrets
+import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -29,13 +32,17 @@ import redis.asyncio.connection
 import redis.cluster
 import redis.connection
 
+from .. import _payonce as core
 from .._faces.remote_aio import AsyncRedisCacheCalls
 from ..aio._run import _in_thread, _reshape
+from ..claims import Claim, Claims
 from . import _ops
+from . import claims as claim_ops
 from ._io import AsyncLink, Op
 from ._ops import Namespace
 from ._scripts import SCRIPTS
 from .cache import RedisCache, _split_url
+from .claims import LINKED
 
 if TYPE_CHECKING:
     if sys.version_info >= (3, 11):
@@ -45,7 +52,7 @@ if TYPE_CHECKING:
 
     from ..aio.claims import AsyncClaims
 
-__all__ = ["AsyncRedisCache", "asyncio_client", "open_async_client"]
+__all__ = ["AsyncRedisCache", "asyncio_client", "blocking_client", "open_async_client"]
 
 T = TypeVar("T")
 _Tag = str | int | float | bytes | None
@@ -75,53 +82,82 @@ def _accepted(cls: type) -> set[str]:
     return names - {"self", "args", "kwargs"}
 
 
+def _carried(kwargs: dict[str, Any], cls: type) -> dict[str, Any]:
+    wanted = _accepted(cls)
+    return {k: v for k, v in kwargs.items() if k in wanted and k not in _NOT_CARRIED}
+
+
+def _cluster_kwargs(client: Any, ssl_class: type) -> dict[str, Any]:
+    kwargs = dict(client.get_connection_kwargs())
+    if kwargs.pop("connection_class", None) is ssl_class:
+        kwargs["ssl"] = True
+    return kwargs
+
+
 def asyncio_client(client: Any) -> Any:
     """The asyncio twin of a blocking redis-py client: a ``redis.asyncio.Redis`` on the same
     server (TCP, TLS or unix socket, with the same database, credentials, timeouts and TLS
     files), or a ``redis.asyncio.cluster.RedisCluster`` that starts from the same nodes with
     the same connection settings. Settings that are objects of the blocking client (its
     ``retry`` policy, a parser or connect hook) are left at the asyncio client's defaults.
+    :func:`blocking_client` goes the other way.
 
     :raises TypeError: for anything but a ``redis.Redis`` or ``RedisCluster``
     """
-    if isinstance(client, redis.cluster.RedisCluster):
-        kwargs = dict(client.get_connection_kwargs())
-        if kwargs.pop("connection_class", None) is redis.connection.SSLConnection:
-            kwargs["ssl"] = True
-        wanted = _accepted(redis.asyncio.cluster.RedisCluster)
-        carried = {
-            name: value
-            for name, value in kwargs.items()
-            if name in wanted and name not in _NOT_CARRIED
-        }
-        nodes = [
-            redis.asyncio.cluster.ClusterNode(node.host, node.port)
-            for node in client.get_nodes()
-        ]
-        return redis.asyncio.cluster.RedisCluster(startup_nodes=nodes, **carried)
-    if isinstance(client, redis.Redis):
+    return _twin(client, to_async=True)
+
+
+def blocking_client(client: Any) -> Any:
+    """The blocking twin of an asyncio redis-py client (:func:`asyncio_client` reversed)."""
+    return _twin(client, to_async=False)
+
+
+def _twin(client: Any, to_async: bool) -> Any:
+    blocking_side, asyncio_side = 0, 1
+    source, target = (blocking_side, asyncio_side) if to_async else (asyncio_side, blocking_side)
+    clusters = (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster)
+    singles = (redis.Redis, redis.asyncio.Redis)
+    ssl_classes = (redis.connection.SSLConnection, redis.asyncio.connection.SSLConnection)
+    if isinstance(client, clusters[source]):
+        kwargs = _cluster_kwargs(client, ssl_classes[source])
+        if to_async:
+            found = client.get_nodes()
+        else:  # an asyncio cluster knows its startup nodes before it has connected
+            found = client.get_nodes() or list(client.nodes_manager.startup_nodes.values())
+        if to_async:
+            nodes = [redis.asyncio.cluster.ClusterNode(n.host, n.port) for n in found]
+            carried = _carried(kwargs, redis.asyncio.cluster.RedisCluster)
+            return redis.asyncio.cluster.RedisCluster(startup_nodes=nodes, **carried)
+        blocking_nodes = [redis.cluster.ClusterNode(n.host, n.port) for n in found]
+        carried = {k: v for k, v in kwargs.items() if k not in _NOT_CARRIED}
+        return redis.cluster.RedisCluster(  # type: ignore[no-untyped-call]
+            startup_nodes=blocking_nodes, **carried
+        )
+    if isinstance(client, singles[source]):
         pool = client.connection_pool
         kind = next(
-            (twin for blocking, twin in _CONNECTIONS if issubclass(pool.connection_class, blocking)),
+            (pair[target] for pair in _CONNECTIONS if issubclass(pool.connection_class, pair[source])),
             None,
         )
         if kind is None:
             raise TypeError(
-                f"cannot make an asyncio twin of a client on {pool.connection_class.__name__}; "
-                "pass an asyncio client to AsyncRedisCache instead"
+                f"cannot make a twin of a client on {pool.connection_class.__name__}; "
+                "give AsyncRedisCache an asyncio client or a URL instead"
             )
-        wanted = _accepted(kind)
-        carried = {
-            name: value
-            for name, value in pool.connection_kwargs.items()
-            if name in wanted and name not in _NOT_CARRIED
-        }
-        twin = redis.asyncio.ConnectionPool(
+        carried = _carried(dict(pool.connection_kwargs), kind)
+        if to_async:
+            apool = redis.asyncio.ConnectionPool(
+                connection_class=kind, max_connections=pool.max_connections, **carried
+            )
+            return redis.asyncio.Redis(connection_pool=apool)
+        bpool = redis.ConnectionPool(
             connection_class=kind, max_connections=pool.max_connections, **carried
         )
-        return redis.asyncio.Redis(connection_pool=twin)
+        return redis.Redis(connection_pool=bpool)
     raise TypeError(
-        f"asyncio_client() takes a redis.Redis or RedisCluster client, not {type(client).__name__}"
+        f"{'asyncio_client' if to_async else 'blocking_client'}() takes a "
+        f"{'' if to_async else 'redis.asyncio '}Redis or RedisCluster client, not "
+        f"{type(client).__name__}"
     )
 
 
@@ -166,6 +202,9 @@ class AsyncRedisCache(AsyncRedisCacheCalls, Namespace):
         **settings: Any,
     ) -> None:
         self._cache: RedisCache | None = None
+        self._cache_owned = False
+        self._url = source if isinstance(source, str) else None
+        self._timeout = timeout
         if isinstance(source, RedisCache):
             given = (namespace, pickle, on_decode_error, timeout) != ("default", False, "raise", 60.0)
             if given or settings:
@@ -201,6 +240,7 @@ class AsyncRedisCache(AsyncRedisCacheCalls, Namespace):
         self._client: Any = client
         self._fit_slice(kwargs)
         self._alink = AsyncLink(client, self._base, SCRIPTS)
+        self._claims_alink: AsyncLink | None = None
         self._executor = executor
         #: Strong references to the give-backs of cancelled pulls, until they end.
         self._giving_back: set[asyncio.Task[Any]] = set()
@@ -217,15 +257,17 @@ class AsyncRedisCache(AsyncRedisCacheCalls, Namespace):
 
     @property
     def cache(self) -> RedisCache:
-        """The blocking :class:`RedisCache` this was made from.
-
-        :raises AttributeError: if this was opened from a URL or an asyncio client
-        """
+        """The blocking :class:`RedisCache` of the same namespace: the one this was made from,
+        else one made the first time it is asked for (on the URL, or on the blocking twin of
+        the asyncio client: :func:`blocking_client`) and closed with this one. The claims of
+        ``claims()`` and ``get_or_compute`` run on the asyncio client; this is where a plain
+        function given its claim (``pass_claim=True``) renews it from its thread."""
         if self._cache is None:
-            raise AttributeError(
-                "this AsyncRedisCache was opened from a URL or an asyncio client and has no "
-                "blocking RedisCache; open it as AsyncCache(RedisCache(...)) to have one"
+            client: Any = self._url if self._url is not None else blocking_client(self._client)
+            self._cache = RedisCache(
+                client, self._namespace, self._pickle, self._on_decode_error, self._timeout
             )
+            self._cache_owned = True
         return self._cache
 
     @property
@@ -242,6 +284,11 @@ class AsyncRedisCache(AsyncRedisCacheCalls, Namespace):
         RedisCache's client); the RedisCache's own client is left open."""
         if self._owned:
             await self._client.aclose()
+        if self._cache_owned and self._cache is not None:
+            if self._url is None:
+                self._cache.client.close()  # the blocking twin this cache made
+            else:
+                self._cache.close()
 
     async def __aenter__(self) -> Self:
         return self
@@ -384,7 +431,45 @@ class AsyncRedisCache(AsyncRedisCacheCalls, Namespace):
         items = await self._taking(op, give_back)
         return [_reshape(item, expire_time, tag) for item in items]
 
-    # ----- claims and compute-once -------------------------------------------------------------
+    # ----- claims and compute-once: the operations of remote.claims on the asyncio client -----
+
+    async def _claim(self, op: Op[T]) -> T:
+        """Await a claims operation (``remote.claims``) on the asyncio client."""
+        if self._claims_alink is None:
+            self._claims_alink = AsyncLink(self._client, self._base, LINKED)
+        return await self._claims_alink.run(op)
+
+    async def _storage(self, call: core.Call, op: str, arg: Any) -> Any:
+        """One storage operation of the pay-once protocol (``_payonce.storage``), awaited on
+        the asyncio client instead of run in a thread."""
+        if op is core.GET:
+            return await self._claim(claim_ops.get(self, call.key))
+        if op is core.ACQUIRE:
+            return await self._try_acquire(call.claims, call.key, call.lease)
+        if op is core.STORE:
+            await self._claim(claim_ops.store(self, call.key, arg, call.expire, call.tag))
+            return None
+        if op is core.RELEASE:
+            return await self._claim(claim_ops.release(self, call.namespace, arg.key, arg.token))
+        if op is core.EXTEND:
+            return await self._claim(
+                claim_ops.extend(self, call.namespace, arg.key, arg.token, arg.lease)
+            )
+        if op is core.WAIT or op is core.WAIT_FREE:
+            wait = claim_ops.wait_for_change(self, call.namespace, call.key, arg, op is core.WAIT)
+            await self._claim(wait)
+            return None
+        raise AssertionError(f"not a storage operation: {op!r}")
+
+    async def _try_acquire(self, claims: Claims, key: Any, lease: float) -> Claim | None:
+        """``Claims.try_acquire`` on the asyncio client: the same token, host and pid."""
+        token = secrets.token_hex(16)
+        host, pid = socket.gethostname(), os.getpid()
+        taken = await self._claim(
+            claim_ops.try_acquire(self, claims.namespace, key, lease, token, host, pid)
+        )
+        return Claim(claims, key, token, lease) if taken else None
+
 
     def claims(self, namespace: str = "default") -> AsyncClaims:
         """Claims on this cache's keys (:class:`~diskcache_oxide.aio.AsyncClaims`)."""
