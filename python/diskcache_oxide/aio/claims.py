@@ -13,7 +13,7 @@ from .. import _payonce as core
 from .._docs import mirror_docs
 from ..claims import LEASE, Claim, ClaimInfo, Claims, ClaimTimeout, _lease, _timeout
 from ..core import Cache
-from ._run import _in_thread, _log, _taking
+from ._run import _log, _taking
 from .cache import AsyncCache
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ def _on_loop(acache: object) -> AsyncRedisCache | None:
     client (``remote.aio``); None for an AsyncCache, whose calls run in its executor."""
     remote = sys.modules.get("diskcache_oxide.remote.aio")  # loaded if there is one
     if remote is not None and isinstance(acache, remote.AsyncRedisCache):
-        return acache
+        return cast("AsyncRedisCache", acache)
     return None
 
 
@@ -55,7 +55,9 @@ def _redis_face(cache: RedisCache) -> AsyncRedisCache:
     return cast("AsyncRedisCache", face)
 
 
-def _runner(cache: Cache | AsyncCache | RedisCache | AsyncRedisCache) -> AsyncCache | AsyncRedisCache:
+def _runner(
+    cache: Cache | AsyncCache | RedisCache | AsyncRedisCache,
+) -> AsyncCache | AsyncRedisCache:
     """Where the drivers run ``cache``'s calls: an :class:`AsyncCache` as given, or around a
     directory's :class:`Cache` (in its executor); a Redis cache's asyncio face, on the asyncio
     client (an ``AsyncRedisCache`` as given, or the one of a ``RedisCache`` for this loop)."""

@@ -60,7 +60,10 @@ _Side = Literal["front", "back"]
 
 #: The asyncio connection class for each blocking one (the most derived match wins).
 _CONNECTIONS: tuple[tuple[type, type], ...] = (
-    (redis.connection.UnixDomainSocketConnection, redis.asyncio.connection.UnixDomainSocketConnection),
+    (
+        redis.connection.UnixDomainSocketConnection,
+        redis.asyncio.connection.UnixDomainSocketConnection,
+    ),
     (redis.connection.SSLConnection, redis.asyncio.connection.SSLConnection),
     (redis.connection.Connection, redis.asyncio.connection.Connection),
 )
@@ -128,15 +131,20 @@ def _twin(client: Any, to_async: bool) -> Any:
             nodes = [redis.asyncio.cluster.ClusterNode(n.host, n.port) for n in found]
             carried = _carried(kwargs, redis.asyncio.cluster.RedisCluster)
             return redis.asyncio.cluster.RedisCluster(startup_nodes=nodes, **carried)
-        blocking_nodes = [redis.cluster.ClusterNode(n.host, n.port) for n in found]
+        blocking_nodes = [
+            redis.cluster.ClusterNode(n.host, n.port)  # type: ignore[no-untyped-call]
+            for n in found
+        ]
         carried = {k: v for k, v in kwargs.items() if k not in _NOT_CARRIED}
-        return redis.cluster.RedisCluster(  # type: ignore[no-untyped-call]
-            startup_nodes=blocking_nodes, **carried
-        )
+        return redis.cluster.RedisCluster(startup_nodes=blocking_nodes, **carried)
     if isinstance(client, singles[source]):
         pool = client.connection_pool
         kind = next(
-            (pair[target] for pair in _CONNECTIONS if issubclass(pool.connection_class, pair[source])),
+            (
+                pair[target]
+                for pair in _CONNECTIONS
+                if issubclass(pool.connection_class, pair[source])
+            ),
             None,
         )
         if kind is None:
@@ -206,8 +214,8 @@ class AsyncRedisCache(AsyncRedisCacheCalls, Namespace):
         self._url = source if isinstance(source, str) else None
         self._timeout = timeout
         if isinstance(source, RedisCache):
-            given = (namespace, pickle, on_decode_error, timeout) != ("default", False, "raise", 60.0)
-            if given or settings:
+            defaults = ("default", False, "raise", 60.0)
+            if (namespace, pickle, on_decode_error, timeout) != defaults or settings:
                 raise TypeError(
                     "AsyncRedisCache(redis_cache) takes the RedisCache's namespace and "
                     "settings; pass them to RedisCache, or give a URL or client instead"
@@ -310,7 +318,9 @@ class AsyncRedisCache(AsyncRedisCacheCalls, Namespace):
                 break
         return found if prefix is None else _ops.prefixed(found, prefix, reverse)
 
-    async def iterkeys(self, reverse: bool = False, prefix: str | None = None) -> AsyncIterator[Any]:
+    async def iterkeys(
+        self, reverse: bool = False, prefix: str | None = None
+    ) -> AsyncIterator[Any]:
         """The keys as ``async for`` gives them, a page at a time (all of them first, sorted,
         with ``prefix``)."""
         if prefix is not None:
@@ -469,7 +479,6 @@ class AsyncRedisCache(AsyncRedisCacheCalls, Namespace):
             claim_ops.try_acquire(self, claims.namespace, key, lease, token, host, pid)
         )
         return Claim(claims, key, token, lease) if taken else None
-
 
     def claims(self, namespace: str = "default") -> AsyncClaims:
         """Claims on this cache's keys (:class:`~diskcache_oxide.aio.AsyncClaims`)."""

@@ -154,7 +154,9 @@ def break_claim(ns: Namespace, namespace: str, key: Any) -> Op[bool]:
 def claims(ns: Namespace, namespace: str) -> Op[list[tuple[Any, _Record]]]:
     """The live claims of ``namespace``."""
     flat = yield _script("list", namespace, ENOVAL)
-    return [(_ops.key_of(flat[at]), _record(flat[at + 1 : at + 6])) for at in range(0, len(flat), 6)]
+    return [
+        (_ops.key_of(flat[at]), _record(flat[at + 1 : at + 6])) for at in range(0, len(flat), 6)
+    ]
 
 
 class RedisClaims:
