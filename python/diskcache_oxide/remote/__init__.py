@@ -9,7 +9,7 @@ same package can hold Valkey and other servers speaking the protocol.
 
 from __future__ import annotations
 
-from .aio import AsyncRedisCache, asyncio_client, open_async_client
+from .aio import AsyncRedisCache, asyncio_client, blocking_client, open_async_client
 from .cache import RedisCache, UnsupportedError, open_client
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "RedisCache",
     "UnsupportedError",
     "asyncio_client",
+    "blocking_client",
     "open_async_client",
     "open_client",
 ]

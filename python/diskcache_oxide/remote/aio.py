@@ -250,7 +250,7 @@ class AsyncRedisCache(AsyncRedisCacheCalls, Namespace):
         self._alink = AsyncLink(client, self._base, SCRIPTS)
         self._claims_alink: AsyncLink | None = None
         self._executor = executor
-        #: Strong references to the give-backs of cancelled pulls, until they end.
+        #: The takes of cancelled pulls still running and their give-backs, until they end.
         self._giving_back: set[asyncio.Task[Any]] = set()
 
     def __repr__(self) -> str:
@@ -289,7 +289,9 @@ class AsyncRedisCache(AsyncRedisCacheCalls, Namespace):
 
     async def close(self) -> None:
         """Close the asyncio client if this cache opened it (from a URL, or as the twin of a
-        RedisCache's client); the RedisCache's own client is left open."""
+        RedisCache's client); the RedisCache's own client is left open. Waits first for what
+        cancelled pulls took to be given back."""
+        await self._settle()
         if self._owned:
             await self._client.aclose()
         if self._cache_owned and self._cache is not None:
@@ -376,16 +378,28 @@ class AsyncRedisCache(AsyncRedisCacheCalls, Namespace):
             state["stop"] = True
             if state["waiting"]:
                 task.cancel()
-
-            def orphaned(done: asyncio.Task[T]) -> None:
-                if done.cancelled() or done.exception() is not None:
-                    return
-                back = asyncio.get_running_loop().create_task(_quietly(give_back(done.result())))
-                self._giving_back.add(back)
-                back.add_done_callback(self._giving_back.discard)
-
-            task.add_done_callback(orphaned)
+            # Kept (and awaited by close()) until it and its give-back end.
+            self._giving_back.add(task)
+            task.add_done_callback(self._orphaned(give_back))
             raise
+
+    def _orphaned(
+        self, give_back: Callable[[T], Awaitable[object]]
+    ) -> Callable[[asyncio.Task[T]], None]:
+        def orphaned(done: asyncio.Task[T]) -> None:
+            self._giving_back.discard(done)
+            if done.cancelled() or done.exception() is not None:
+                return
+            back = asyncio.get_running_loop().create_task(_quietly(give_back(done.result())))
+            self._giving_back.add(back)
+            back.add_done_callback(self._giving_back.discard)
+
+        return orphaned
+
+    async def _settle(self) -> None:
+        """Wait for the takes of cancelled callers and their give-backs to end."""
+        while self._giving_back:
+            await asyncio.gather(*self._giving_back, return_exceptions=True)
 
     async def _give_back(self, items: list[Any], prefix: str | None, side: _Side) -> None:
         # Items come as ((key, value), expire_time, tag); put them back at the end they were
