@@ -8,8 +8,9 @@ A public call of :class:`~diskcache_oxide.Cache` is declared in two parts, each 
 * **What every other face does with it** is its row in :data:`CALLS` below: what a
   :class:`~diskcache_oxide.NullCache` returns, what a durable handle returns on an
   operational error, what a :class:`~diskcache_oxide.FanoutCache` returns when a shard stays
-  locked, and what :class:`~diskcache_oxide.AsyncCache` calls the awaitable. A miss is a
-  value, or one of the functions below called with the call's own arguments.
+  locked, what :class:`~diskcache_oxide.AsyncCache` calls the awaitable, and which operation
+  of ``remote/_ops.py`` the Redis faces run (or that Redis cannot hold the call: D-059). A
+  miss is a value, or one of the functions below called with the call's own arguments.
 
 :data:`FACES` says how each face turns a row into a method. ``make api`` (``python -m
 diskcache_oxide._generate``) writes each face's methods out as plain Python source, in
