@@ -525,3 +525,21 @@ def test_the_asyncio_twin_of_a_cluster_client(redis_cluster_url: str, namespace:
     run(main())
     cache.clear()
     cache.close()
+
+
+def test_keys_page_through_a_large_namespace_on_both_faces(cache: RedisCache) -> None:
+    # 450 keys are three pages of the index: the blocking face iterates lazily, the awaited
+    # one lists them, both in insertion order (and reversed), none skipped or repeated.
+    keys = [f"k{number:04d}" for number in range(450)]
+    cache.set_many([(key, 0) for key in keys])
+    assert list(cache) == keys and list(reversed(cache)) == keys[::-1]
+    assert list(cache.iterkeys(prefix="k01")) == keys[100:200]
+
+    async def main() -> tuple[list[Any], list[Any], list[Any]]:
+        async with AsyncCache(cache) as acache:
+            forward = await acache.keys()
+            backward = [key async for key in acache.iterkeys(reverse=True)]
+            return forward, backward, await acache.keys(prefix="k01")
+
+    forward, backward, prefixed = run(main())
+    assert forward == keys and backward == keys[::-1] and prefixed == keys[100:200]

@@ -377,7 +377,7 @@ def peekitem(
 # ----- writes ------------------------------------------------------------------------------
 
 
-def set(  # noqa: A001 - Cache's name; the module uses builtins.set nowhere
+def set(  # Cache's name: this module uses the builtin set nowhere
     ns: Namespace,
     key: Any,
     value: Any,
