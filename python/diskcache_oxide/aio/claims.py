@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import weakref
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -23,13 +22,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-#: Each RedisCache's asyncio face per event loop (an asyncio client belongs to one loop), made
-#: the first time a pay-once driver runs on it there.
-_REDIS_FACES: weakref.WeakKeyDictionary[Any, weakref.WeakKeyDictionary[Any, Any]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
 def _on_loop(acache: object) -> AsyncRedisCache | None:
     """``acache`` if it is a Redis cache's asyncio face, whose claims run on the asyncio
     client (``remote.aio``); None for an AsyncCache, whose calls run in its executor."""
@@ -40,18 +32,18 @@ def _on_loop(acache: object) -> AsyncRedisCache | None:
 
 
 def _redis_face(cache: RedisCache) -> AsyncRedisCache:
-    """The asyncio face of ``cache`` for the running loop (one per loop, kept while the
-    cache and the loop live); outside a loop, a new one."""
+    """The asyncio face of ``cache`` for the running loop: one per loop (an asyncio client
+    belongs to one loop), kept on the cache while the loop lives, made the first time a
+    pay-once driver runs on the cache there; outside a loop, a new one."""
     from ..remote.aio import AsyncRedisCache
 
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         return AsyncRedisCache(cache)
-    faces = _REDIS_FACES.setdefault(cache, weakref.WeakKeyDictionary())
-    face = faces.get(loop)
+    face = cache._async_faces.get(loop)
     if face is None:
-        face = faces[loop] = AsyncRedisCache(cache)
+        face = cache._async_faces[loop] = AsyncRedisCache(cache)
     return cast("AsyncRedisCache", face)
 
 
@@ -87,17 +79,19 @@ async def _on_loop_taking(take: Awaitable[T], give_back: Callable[[T], Awaitable
     except asyncio.CancelledError:
 
         def orphaned(done: asyncio.Task[T]) -> None:
+            _giving_back.discard(done)
             if done.cancelled() or done.exception() is not None:
                 return
             back = loop.create_task(_awaited(give_back(done.result())))
             _giving_back.add(back)
             back.add_done_callback(_giving_back.discard)
 
+        _giving_back.add(task)
         task.add_done_callback(orphaned)
         raise
 
 
-#: Strong references to the give-backs of cancelled callers, until they end.
+#: Strong references to the takes of cancelled callers and their give-backs, until they end.
 _giving_back: set[asyncio.Task[Any]] = set()
 
 

@@ -12,6 +12,7 @@ pickled unless ``pickle=True``.
 from __future__ import annotations
 
 import sys
+import weakref
 from collections.abc import Callable, Collection, Iterator
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
@@ -89,6 +90,8 @@ class RedisCache(RedisCacheCalls, Namespace):
         self._fit_slice(kwargs)
         self._link = Link(client, self._base, SCRIPTS)
         self._keys = self._link.keys
+        #: The asyncio face the async pay-once drivers use, per event loop (aio.claims).
+        self._async_faces: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         if settings.get("statistics"):
             self.stats(enable=True)
 
