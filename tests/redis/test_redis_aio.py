@@ -543,3 +543,27 @@ def test_keys_page_through_a_large_namespace_on_both_faces(cache: RedisCache) ->
 
     forward, backward, prefixed = run(main())
     assert forward == keys and backward == keys[::-1] and prefixed == keys[100:200]
+
+
+def test_a_cancelled_try_acquire_leaves_no_claim(cache: RedisCache) -> None:
+    from diskcache_oxide.aio import claims as aio_claims
+
+    async def main(yields: int) -> None:
+        async with AsyncCache(cache) as acache:
+            claims = acache.claims()
+            task = asyncio.ensure_future(claims.try_acquire("k", lease=60))
+            for _ in range(yields):
+                await asyncio.sleep(0)
+            task.cancel()
+            (result,) = await asyncio.gather(task, return_exceptions=True)
+            while aio_claims._giving_back:  # a claim taken after all, being released
+                await asyncio.gather(*aio_claims._giving_back, return_exceptions=True)
+            holder = await claims.holder("k")
+            if isinstance(result, BaseException):
+                assert holder is None  # taken after the cancel, then released
+            else:
+                assert holder is not None and holder.token == result.token  # type: ignore[union-attr]
+                assert await result.release()  # type: ignore[union-attr]
+
+    for yields in range(5):
+        run(main(yields))
