@@ -567,3 +567,37 @@ def test_a_cancelled_try_acquire_leaves_no_claim(cache: RedisCache) -> None:
 
     for yields in range(5):
         run(main(yields))
+
+
+def test_the_asyncio_twin_of_a_tls_client_is_tls() -> None:
+    # Made, not connected: the twin's connections are TLS with the same certificate settings.
+    blocking = redis.Redis.from_url(
+        "rediss://user:secret@127.0.0.1:1/2", ssl_cert_reqs="none", ssl_check_hostname=False
+    )
+    twin = asyncio_client(blocking)
+    pool = twin.connection_pool
+    assert pool.connection_class is redis_asyncio.connection.SSLConnection
+    kwargs = pool.connection_kwargs
+    assert (kwargs["username"], kwargs["password"], kwargs["db"]) == ("user", "secret", 2)
+    assert (kwargs["ssl_cert_reqs"], kwargs["ssl_check_hostname"]) == ("none", False)
+    back = blocking_client(twin)
+    assert back.connection_pool.connection_class is redis.connection.SSLConnection
+
+
+def test_an_asyncio_client_is_used_as_it_is(url: str, namespace: str) -> None:
+    async def main() -> None:
+        if "cluster=1" in url:
+            client = redis_asyncio.RedisCluster.from_url(url.split("?")[0])
+        else:
+            client = redis_asyncio.Redis.from_url(url)
+        acache = AsyncRedisCache(client, namespace=namespace)
+        assert acache.client is client
+        await acache.set("k", [1, 2])
+        await acache.close()  # not this cache's client: left open
+        assert await AsyncRedisCache(client, namespace=namespace).get("k") == [1, 2]
+        await AsyncRedisCache(client, namespace=namespace).clear()
+        await client.aclose()
+        with pytest.raises(ValueError, match="decode_responses=False"):
+            AsyncRedisCache(redis_asyncio.Redis(decode_responses=True))
+
+    run(main())
