@@ -39,21 +39,18 @@ class AsyncCache(AsyncCacheCalls):
     on one thread that holds the transaction.
     """
 
-    def __new__(
-        cls,
-        cache: Cache | RedisCache | str | os.PathLike[str] | None = None,
-        *,
-        executor: Executor | None = None,
-        **settings: Any,
-    ) -> AsyncCache:
+    def __new__(cls, *args: Any, **kwargs: Any) -> AsyncCache:
         # What takes a cache takes either backend: a RedisCache's awaitables are its asyncio
         # face, the same operations on redis-py's asyncio client (D-059), not this class's
         # calls in a thread. Python skips __init__ for an object that is not an AsyncCache.
+        # (*args: a subclass's __init__ may take other arguments; object.__new__ takes none.)
+        cache = args[0] if args else kwargs.get("cache")
         remote = sys.modules.get("diskcache_oxide.remote.cache")  # loaded if there is one
         if cls is AsyncCache and remote is not None and isinstance(cache, remote.RedisCache):
             from ..remote.aio import AsyncRedisCache
 
-            face = AsyncRedisCache(cache, executor=executor, **settings)
+            kwargs.pop("cache", None)
+            face = AsyncRedisCache(cache, *args[1:], **kwargs)
             return face  # type: ignore[return-value]
         return super().__new__(cls)
 
