@@ -8,8 +8,9 @@ A public call of :class:`~diskcache_oxide.Cache` is declared in two parts, each 
 * **What every other face does with it** is its row in :data:`CALLS` below: what a
   :class:`~diskcache_oxide.NullCache` returns, what a durable handle returns on an
   operational error, what a :class:`~diskcache_oxide.FanoutCache` returns when a shard stays
-  locked, and what :class:`~diskcache_oxide.AsyncCache` calls the awaitable. A miss is a
-  value, or one of the functions below called with the call's own arguments.
+  locked, what :class:`~diskcache_oxide.AsyncCache` calls the awaitable, and which operation
+  of ``remote/_ops.py`` the Redis faces run (or that Redis cannot hold the call: D-059). A
+  miss is a value, or one of the functions below called with the call's own arguments.
 
 :data:`FACES` says how each face turns a row into a method. ``make api`` (``python -m
 diskcache_oxide._generate``) writes each face's methods out as plain Python source, in
@@ -31,6 +32,7 @@ class inherits the mixin and defines what the bodies use (``declares``).
 
 from __future__ import annotations
 
+import textwrap
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -39,7 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from ._payonce import Outcome
 
-__all__ = ["CALLS", "FACES", "Body", "Call", "Face", "Miss", "shaped"]
+__all__ = ["CALLS", "FACES", "Body", "Call", "Face", "Miss", "Remote", "shaped"]
 
 R = TypeVar("R")
 
@@ -168,6 +170,32 @@ ROUTED = Miss("routed to the shard of ``key``")
 
 
 @dataclass(frozen=True)
+class Remote:
+    """How the Redis faces (``RedisCache`` and ``AsyncRedisCache``, D-059) carry a call.
+
+    :param op: the operation in ``remote/_ops.py`` that performs it, called with the face and
+        the call's arguments: ``self._link.run(_ops.<op>(self, ...))`` on the blocking client,
+        ``await self._alink.run(...)`` on the asyncio client
+    :param unsupported: else the call cannot hold on Redis: both faces raise
+        ``UnsupportedError`` with this message, which names what to use instead (D-058)
+    :param written: else each face writes the member out by hand (an iterator, a decorator,
+        a blocked pull an asyncio caller can cancel); nothing is generated
+    """
+
+    op: str | None = None
+    unsupported: str | None = None
+    written: bool = False
+
+
+def _op(name: str) -> Remote:
+    return Remote(op=name)
+
+
+#: A Redis face writes the member out by hand.
+HAND = Remote(written=True)
+
+
+@dataclass(frozen=True)
 class Call:
     """One public member of Cache and how each face carries it.
 
@@ -183,6 +211,7 @@ class Call:
     :param spelled: how a log line names the call (``[]`` for ``__getitem__``)
     :param listed: parameters turned into a list before the call, so an iterator is read
         once, in the caller's thread (the miss may need its length)
+    :param redis: how the Redis faces carry it (None: they have no such member)
     """
 
     name: str
@@ -192,6 +221,7 @@ class Call:
     aio: str | None = None
     spelled: str = ""
     listed: tuple[str, ...] = ()
+    redis: Remote | None = None
 
     @property
     def spoken(self) -> str:
@@ -236,10 +266,17 @@ PULL_WAITS = Miss("returns ``default`` (shaped by ``expire_time``/``tag``) after
 PULLS_WAIT = Miss("returns ``[]`` after waiting ``timeout`` seconds", make=waited_none)
 PEEK = Miss("returns ``default`` (shaped by ``expire_time``/``tag``)", make=missed)
 SET_MANY = Miss("returns None, and no pair is kept")
+# What Redis cannot hold (D-058), each with what to use instead.
+NO_TRANSACT = Remote(unsupported=(
+    "transact() around arbitrary reads and writes cannot hold on Redis: each call is already "
+    "atomic on the server; for read-modify-write use incr/decr, add or pop, for work that must "
+    "survive a crash use JobQueue, and for one writer at a time use Claims (D-058)"))
+NO_CULL = Remote(unsupported=(
+    "cull() is a directory's size limit; on Redis set maxmemory and maxmemory-policy (D-058)"))
 
 #: Every public member of Cache: what NullCache does, what a durable handle returns after an
-#: operational error, what FanoutCache returns when the key's shard stays locked, and
-#: AsyncCache's awaitable.
+#: operational error, what FanoutCache returns when the key's shard stays locked,
+#: AsyncCache's awaitable, and (``redis=``) the Redis faces' operation.
 CALLS: tuple[Call, ...] = (
     # the handle: NullCache reports what it was made with
     Call("directory", _written("the directory it was made with, if any (nothing is created "
@@ -251,34 +288,56 @@ CALLS: tuple[Call, ...] = (
     Call("read_only", _written("the ``read_only`` setting it was made with (default False)")),
     Call("durable", _written("the ``durable`` setting it was made with (default False)")),
     # name                NullCache       durable             FanoutCache    AsyncCache
-    Call("set",           FALSE,          FALSE,              FALSE,         "set"),
+    Call("set",           FALSE,          FALSE,              FALSE,         "set",
+         redis=_op("set")),
     Call("__setitem__",   DROPPED,        Miss("returns without storing"),
-                                                              ROUTED,        "setitem", "[]="),
-    Call("add",           FALSE,          FALSE,              FALSE,         "add"),
-    Call("touch",         FALSE,          FALSE,              FALSE,         "touch"),
-    Call("incr",          INCR,           NONE,               NONE,          "incr"),
-    Call("decr",          DECR,           NONE,               NONE,          "decr"),
-    Call("get",           DEFAULT,        DEFAULT_MISS,       BARE_DEFAULT,  "get"),
-    Call("__getitem__",   KEY_ERROR,      KEY_MISSING,        ROUTED,        "getitem", "[]"),
-    Call("read",          KEY_ERROR,      KEY_MISSING,        None,          "read"),
-    Call("__contains__",  FALSE,          FALSE,              ROUTED,        "contains", "in"),
-    Call("pop",           DEFAULT,        DEFAULT_MISS,       BARE_DEFAULT,  "pop"),
+                                                              ROUTED,        "setitem", "[]=",
+         redis=_op("setitem")),
+    Call("add",           FALSE,          FALSE,              FALSE,         "add",
+         redis=_op("add")),
+    Call("touch",         FALSE,          FALSE,              FALSE,         "touch",
+         redis=_op("touch")),
+    Call("incr",          INCR,           NONE,               NONE,          "incr",
+         redis=_op("incr")),
+    Call("decr",          DECR,           NONE,               NONE,          "decr",
+         redis=_op("decr")),
+    Call("get",           DEFAULT,        DEFAULT_MISS,       BARE_DEFAULT,  "get",
+         redis=_op("get")),
+    Call("__getitem__",   KEY_ERROR,      KEY_MISSING,        ROUTED,        "getitem", "[]",
+         redis=_op("getitem")),
+    Call("read",          KEY_ERROR,      KEY_MISSING,        None,          "read",
+         redis=_op("read")),
+    Call("__contains__",  FALSE,          FALSE,              ROUTED,        "contains", "in",
+         redis=_op("contains")),
+    Call("pop",           DEFAULT,        DEFAULT_MISS,       BARE_DEFAULT,  "pop",
+         redis=_op("pop")),
     Call("__delitem__",   KEY_ERROR,      Miss("returns without deleting"),
-                                                              ROUTED,        "delitem", "del []"),
-    Call("delete",        FALSE,          FALSE,              FALSE,         "delete"),
-    Call("peekitem",      EMPTY,          EMPTY,              None,          "peekitem"),
+                                                              ROUTED,        "delitem", "del []",
+         redis=_op("delitem")),
+    Call("delete",        FALSE,          FALSE,              FALSE,         "delete",
+         redis=_op("delete")),
+    Call("peekitem",      EMPTY,          EMPTY,              None,          "peekitem",
+         redis=_op("peekitem")),
     Call("get_many",      DEFAULTS,       DEFAULTS,           None,          "get_many",
-         listed=("keys",)),
-    Call("set_many",      SET_MANY,       FALSE,              None,          "set_many"),
+         listed=("keys",),
+         redis=_op("get_many")),
+    Call("set_many",      SET_MANY,       FALSE,              None,          "set_many",
+         redis=_op("set_many")),
     Call("delete_many",   ZERO,           ZERO,               None,          "delete_many",
-         listed=("keys",)),
-    Call("expire",        ZERO,           ZERO,               None,          "expire"),
-    Call("evict",         ZERO,           ZERO,               None,          "evict"),
-    Call("clear",         ZERO,           ZERO,               None,          "clear"),
-    Call("cull",          ZERO,           ZERO,               None,          "cull"),
+         listed=("keys",),
+         redis=_op("delete_many")),
+    Call("expire",        ZERO,           ZERO,               None,          "expire",
+         redis=_op("expire")),
+    Call("evict",         ZERO,           ZERO,               None,          "evict",
+         redis=_op("evict")),
+    Call("clear",         ZERO,           ZERO,               None,          "clear",
+         redis=_op("clear")),
+    Call("cull",          ZERO,           ZERO,               None,          "cull",
+         redis=NO_CULL),
     Call("check",         _returns([], "returns ``[]`` (no problems)"),
                                           None,               None,          "check"),
-    Call("stats",         _returns((0, 0)), _returns((0, 0)), None,          "stats"),
+    Call("stats",         _returns((0, 0)), _returns((0, 0)), None,          "stats",
+         redis=_op("stats")),
     Call("volume",        ZERO,           ZERO,               None,          "volume"),
     Call("reset",         _written("reads the setting (the counters read 0) or remembers the new "
                                    "value (ValueError for an unknown setting, or for setting a "
@@ -286,26 +345,38 @@ CALLS: tuple[Call, ...] = (
                                           None,               None,          "reset"),
     Call("create_tag_index", NOTHING,     None,               None,          "create_tag_index"),
     Call("drop_tag_index", NOTHING,       None,               None,          "drop_tag_index"),
-    Call("transact",      _written("the block just runs, with nothing to lock")),
+    Call("transact",      _written("the block just runs, with nothing to lock"),
+         redis=NO_TRANSACT),
     Call("memoize",       _written("the decorated function runs on every call (its "
-                                   "``__cache_key__`` gives the keys `Cache.memoize` would use)")),
+                                   "``__cache_key__`` gives the keys `Cache.memoize` would use)"),
+         redis=HAND),
     Call("get_or_compute", Miss("calls ``fn`` every time (``claim=None`` with ``pass_claim``; "
                                 "``Outcome.COMPUTED`` with ``outcome``): nothing is stored and "
                                 "no claim is taken", make=computed),
                                           None,               ROUTED),
-    Call("__len__",       ZERO,           ZERO,               None,          "length", "len"),
-    Call("__iter__",      NO_ITEMS),
-    Call("__reversed__",  NO_ITEMS),
-    Call("iterkeys",      NO_ITEMS),
+    Call("__len__",       ZERO,           ZERO,               None,          "length", "len",
+         redis=_op("length")),
+    Call("__iter__",      NO_ITEMS,
+         redis=HAND),
+    Call("__reversed__",  NO_ITEMS,
+         redis=HAND),
+    Call("iterkeys",      NO_ITEMS,
+         redis=HAND),
     # the queue, always empty on a NullCache
-    Call("push",          PUSH_DROPPED,   PUSH_FAILED,        None,          "push"),
+    Call("push",          PUSH_DROPPED,   PUSH_FAILED,        None,          "push",
+         redis=_op("push")),
     Call("push_many",     PUSHES_DROPPED, PUSHES_FAILED,      None,          "push_many",
-         listed=("values",)),
-    Call("pull",          PULL_WAITS,     DEFAULT_EMPTY),
-    Call("pull_many",     PULLS_WAIT,     _returns([])),
-    Call("peek",          PEEK,           DEFAULT_EMPTY,      None,          "peek"),
+         listed=("values",),
+         redis=_op("push_many")),
+    Call("pull",          PULL_WAITS,     DEFAULT_EMPTY,
+         redis=_op("pull")),
+    Call("pull_many",     PULLS_WAIT,     _returns([]),
+         redis=_op("pull_many")),
+    Call("peek",          PEEK,           DEFAULT_EMPTY,      None,          "peek",
+         redis=_op("peek")),
     # lifetime
-    Call("close",         NOTHING,        None,               None,          "close"),
+    Call("close",         NOTHING,        None,               None,          "close",
+         redis=HAND),
 )
 # fmt: on
 
@@ -372,6 +443,8 @@ class Face:
         annotated lines for the type checker (``_cache: Cache``)
     :param base: the mixin's base class for the type checker (the members call ``super()``)
     :param typing: lines for the type checker at the module's top (a ``TypeVar``)
+    :param awaited: on an async face, whether the member is ``async def`` (default: every
+        one); a member that gives a context manager (``transact``) is a plain ``def``
     """
 
     module: str
@@ -386,6 +459,7 @@ class Face:
     declares: tuple[str, ...] = ()
     base: str | None = None
     typing: tuple[str, ...] = ()
+    awaited: Callable[[Call, Any], bool] = lambda _call, _entry: True
 
 
 def _null_body(call: Call, miss: Miss, body: Body) -> list[str]:
@@ -436,6 +510,48 @@ _PROTOCOLS = {
 def _aio_lead(call: Call, _name: str) -> str:
     spelled = f" ({_PROTOCOLS[call.name]})" if call.name in _PROTOCOLS else ""
     return f"Awaitable `Cache.{call.name}`{spelled}: runs it in the cache's executor."
+
+
+def _redis_entry(call: Call) -> Remote | None:
+    """The Redis faces generate a member for a call they carry and do not write by hand."""
+    return None if call.redis is None or call.redis.written else call.redis
+
+
+def _redis_aio_entry(call: Call) -> Remote | None:
+    """The async Redis face has AsyncCache's awaitables (AsyncCache's names), less those
+    AsyncCache writes by hand (``pull``, ``pull_many``); and what Redis cannot hold."""
+    remote = _redis_entry(call)
+    if remote is None or (remote.op is not None and call.aio is None):
+        return None
+    return remote
+
+
+def _refusal(remote: Remote, body: Body) -> list[str]:
+    """``raise _ops.UnsupportedError("...")`` with the table's message, split into string
+    pieces as ruff format leaves an implicitly joined string."""
+    message = remote.unsupported or ""
+    pieces = textwrap.wrap(message, 80, break_on_hyphens=False)
+    quoted = [body.quoted(piece + " ") for piece in pieces[:-1]] + [body.quoted(pieces[-1])]
+    return ["raise _ops.UnsupportedError(", *(f"    {piece}" for piece in quoted), ")"]
+
+
+def _redis_body(call: Call, remote: Remote, body: Body, run: str) -> list[str]:
+    if remote.op is None:
+        return _refusal(remote, body)
+    arguments = f"self, {body.passed}" if body.passed else "self"
+    return [body.result(f"{run}(_ops.{remote.op}({arguments}))")]
+
+
+def _redis_lead(call: Call, remote: Remote, awaitable: bool) -> str:
+    if remote.op is None:
+        return f"Not on Redis: raises ``UnsupportedError``. {remote.unsupported}"
+    if awaitable:
+        spelled = f" ({_PROTOCOLS[call.name]})" if call.name in _PROTOCOLS else ""
+        return (
+            f"Awaitable `Cache.{call.name}`{spelled} on Redis: the operation "
+            f"``_ops.{remote.op}`` on redis-py's asyncio client."
+        )
+    return f"`Cache.{call.name}` on Redis: the operation ``_ops.{remote.op}`` on the client."
 
 
 #: The generated faces, each written by ``make api`` into ``_faces/<module>.py``.
@@ -492,5 +608,39 @@ FACES: tuple[Face, ...] = (
             "async def _run(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T: ...",
         ),
         typing=('T = TypeVar("T")',),
+    ),
+    Face(
+        module="remote",
+        mixin="RedisCacheCalls",
+        summary=(
+            "RedisCache's calls: each runs its operation (remote/_ops.py) on the blocking "
+            "redis-py client; what Redis cannot hold raises UnsupportedError (D-058, D-059)."
+        ),
+        entry=_redis_entry,
+        body=lambda call, remote, body: _redis_body(call, remote, body, "self._link.run"),
+        lead=lambda call, remote: _redis_lead(call, remote, awaitable=False),
+        imports=("from ..remote import _ops",),
+        declares=("_link: Link",),
+        base="Namespace",
+    ),
+    Face(
+        module="remote_aio",
+        mixin="AsyncRedisCacheCalls",
+        summary=(
+            "AsyncRedisCache's awaitables: each runs the operation RedisCache runs "
+            "(remote/_ops.py) on redis-py's asyncio client; what Redis cannot hold raises "
+            "UnsupportedError (D-058, D-059)."
+        ),
+        entry=_redis_aio_entry,
+        body=lambda call, remote, body: _redis_body(call, remote, body, "await self._alink.run"),
+        lead=lambda call, remote: _redis_lead(call, remote, awaitable=True),
+        renamed=lambda call, _remote: call.aio or call.name,
+        is_async=True,
+        imports=("from ..remote import _ops",),
+        declares=("_alink: AsyncLink",),
+        base="Namespace",
+        # AsyncCache's awaitables are awaited; transact() gives a context manager on AsyncCache,
+        # so here it stays a plain def that raises when it is called.
+        awaited=lambda call, _remote: call.aio is not None,
     ),
 )

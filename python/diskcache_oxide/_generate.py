@@ -50,6 +50,9 @@ _TYPE_NAMES = {
     "R": "from ..core import R",
     "_Tag": "from .._core import _Tag",
     "_Side": "from .._core import _Side",
+    "Link": "from ..remote._io import Link",
+    "AsyncLink": "from ..remote._io import AsyncLink",
+    "Namespace": "from ..remote._ops import Namespace",
 }
 
 #: Where a default that is not a literal comes from (imported at run time).
@@ -407,7 +410,7 @@ def _method(
 
     body = Body(call, ", ".join(signature.passed), outcome, signature.returns != "None")
     name = face.renamed(call, entry)
-    keyword = "async def" if face.is_async else "def"
+    keyword = "async def" if face.is_async and face.awaited(call, entry) else "def"
     lines = _bracketed(4, f"{keyword} {name}", signature.defined, f" -> {signature.returns}:")
     lead = textwrap.fill(face.lead(call, entry), _LEAD_WIDTH)
     own = inspect.getdoc(member)

@@ -36,10 +36,24 @@ def _bare(signature: inspect.Signature) -> inspect.Signature:
     return signature.replace(parameters=params, return_annotation=signature.empty)
 
 
+def _redis_faces() -> tuple[type, type] | None:
+    """RedisCache and AsyncRedisCache, if redis-py is installed."""
+    try:
+        from diskcache_oxide.remote import AsyncRedisCache, RedisCache
+    except ImportError:
+        return None
+    return RedisCache, AsyncRedisCache
+
+
 def _faces() -> list[tuple[type, str, str]]:
     durable = type(dco.Cache(durable=True))
     faces: list[tuple[type, str, str]] = []
+    redis_faces = _redis_faces()
     for call in _api.CALLS:
+        if redis_faces is not None and call.redis is not None and not call.redis.written:
+            faces.append((redis_faces[0], call.name, call.name))
+            if call.aio is not None or call.redis.op is None:
+                faces.append((redis_faces[1], call.aio or call.name, call.name))
         if not call.null.written:
             faces.append((dco.NullCache, call.name, call.name))
         if call.durable is not None:
@@ -59,7 +73,8 @@ def _faces() -> list[tuple[type, str, str]]:
 def test_a_generated_member_has_caches_signature(face: type, name: str, source: str) -> None:
     member = getattr(face, name)
     assert _bare(inspect.signature(member)) == _bare(inspect.signature(getattr(dco.Cache, source)))
-    assert inspect.iscoroutinefunction(member) == (face is AsyncCache)
+    awaited = face is AsyncCache or (face.__name__ == "AsyncRedisCache" and source != "transact")
+    assert inspect.iscoroutinefunction(member) == awaited
     own = inspect.getdoc(getattr(dco.Cache, source))
     assert own, f"Cache.{source} has no docstring"
     assert own in (inspect.getdoc(member) or "")

@@ -142,7 +142,7 @@ def _cut_delete(through: RedisCache, direct: RedisCache, proxy: Any) -> None:
 def _cut_acquire(through: RedisCache, direct: RedisCache, proxy: Any) -> None:
     claims = RedisClaims(through)
     _loaded(claims._link)
-    proxy.cut(_sha(claims._link, "acquire"))
+    proxy.cut(_sha(claims._link, "claim_acquire"))
     # Repeated without the token, the acquire would find the claim taken (by this very call)
     # and say no: the caller would wait on itself until the lease ran out.
     assert claims.try_acquire("jobs", "k", 30.0, "token-1", "host", 1) is True

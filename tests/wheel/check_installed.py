@@ -48,7 +48,12 @@ def main() -> None:
 
     # A module of an extra (its dependencies are not in this venv) may refuse to import, but
     # only with an ImportError that names the extra to install.
-    extras = {"diskcache_oxide.remote": "redis"}
+    # The Redis faces generated from the API table (D-059) are the remote package's too.
+    extras = {
+        "diskcache_oxide.remote": "redis",
+        "diskcache_oxide._faces.remote": "redis",
+        "diskcache_oxide._faces.remote_aio": "redis",
+    }
     for module in pkgutil.walk_packages(
         diskcache_oxide.__path__, "diskcache_oxide.", onerror=lambda name: None
     ):

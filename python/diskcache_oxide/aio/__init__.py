@@ -5,6 +5,11 @@ one runs in a worker thread (the loop's default executor, or the ``executor`` gi
 the event loop never blocks. The binding releases the GIL around engine calls, so these
 threads run in parallel with the loop. See docs/decisions/D-024-asyncio-api.md.
 
+``AsyncCache(redis_cache)`` is the Redis backend's asyncio face instead
+(:class:`~diskcache_oxide.remote.AsyncRedisCache`): the same calls on redis-py's asyncio
+client, holding no thread, and claims and compute-once on a Redis cache await that client too
+(D-059).
+
 Cancellation: a thread cannot be interrupted, so a call that was cancelled still finishes in
 its thread. The calls that *take* something (``pull``, ``pull_many``, ``take``,
 ``take_many``, acquiring a claim) give it back when their caller was cancelled, so nothing

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -16,6 +17,7 @@ from ..core import Cache
 from ._run import T, _in_thread, _quietly, _reshape, _Side, _Tag, _taking
 
 if TYPE_CHECKING:
+    from ..remote.cache import RedisCache
     from .claims import AsyncClaims
 
 
@@ -23,7 +25,10 @@ class AsyncCache(AsyncCacheCalls):
     """The whole :class:`~diskcache_oxide.Cache` API as coroutines.
 
     :param cache: a :class:`Cache`, or a directory to open one in (``None``: a temporary
-        directory); ``settings`` are passed to ``Cache`` then
+        directory); ``settings`` are passed to ``Cache`` then. A
+        :class:`~diskcache_oxide.remote.RedisCache` gives its asyncio face instead, an
+        :class:`~diskcache_oxide.remote.AsyncRedisCache` with the same names, whose calls
+        run on redis-py's asyncio client and hold no thread (D-059)
     :param executor: where the blocking calls run (default: the running loop's default
         executor). Blocking waits (``pull(timeout=...)``) hold a thread for their duration,
         so give many concurrent waiters an executor of their own
@@ -34,9 +39,24 @@ class AsyncCache(AsyncCacheCalls):
     on one thread that holds the transaction.
     """
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> AsyncCache:
+        # What takes a cache takes either backend: a RedisCache's awaitables are its asyncio
+        # face, the same operations on redis-py's asyncio client (D-059), not this class's
+        # calls in a thread. Python skips __init__ for an object that is not an AsyncCache.
+        # (*args: a subclass's __init__ may take other arguments; object.__new__ takes none.)
+        cache = args[0] if args else kwargs.get("cache")
+        remote = sys.modules.get("diskcache_oxide.remote.cache")  # loaded if there is one
+        if cls is AsyncCache and remote is not None and isinstance(cache, remote.RedisCache):
+            from ..remote.aio import AsyncRedisCache
+
+            kwargs.pop("cache", None)
+            face = AsyncRedisCache(cache, *args[1:], **kwargs)
+            return face  # type: ignore[return-value]
+        return super().__new__(cls)
+
     def __init__(
         self,
-        cache: Cache | str | os.PathLike[str] | None = None,
+        cache: Cache | RedisCache | str | os.PathLike[str] | None = None,
         *,
         executor: Executor | None = None,
         **settings: Any,
@@ -45,8 +65,13 @@ class AsyncCache(AsyncCacheCalls):
             if settings:
                 raise TypeError("settings are only accepted with a directory, not a Cache")
             self._cache = cache
-        else:
+        elif cache is None or isinstance(cache, (str, os.PathLike)):
             self._cache = Cache(cache, **settings)
+        else:
+            raise TypeError(
+                "AsyncCache() takes a Cache, a RedisCache or a directory, not "
+                f"{type(cache).__name__}"
+            )
         self._executor = executor
         self._in_transaction = False
 

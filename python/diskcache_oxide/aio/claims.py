@@ -3,47 +3,100 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from concurrent.futures import Executor
+import sys
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .. import _payonce as core
 from .._docs import mirror_docs
 from ..claims import LEASE, Claim, ClaimInfo, Claims, ClaimTimeout, _lease, _timeout
 from ..core import Cache
-from ._run import _in_thread, _log, _taking
+from ._run import _log, _taking
 from .cache import AsyncCache
 
 if TYPE_CHECKING:
+    from ..remote.aio import AsyncRedisCache
     from ..remote.cache import RedisCache
 
 T = TypeVar("T")
 
 
-class _OnThreads:
-    """A synchronous cache that is not a directory (a ``RedisCache``), as the pay-once drivers
-    use an :class:`AsyncCache`: ``cache``, ``executor`` and ``_run`` (its blocking calls in
-    the running loop's default executor)."""
-
-    __slots__ = ("cache", "executor")
-
-    def __init__(self, cache: RedisCache, executor: Executor | None = None) -> None:
-        self.cache = cache
-        self.executor = executor
-
-    async def _run(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        return await _in_thread(self.executor, fn, *args, **kwargs)
+def _on_loop(acache: object) -> AsyncRedisCache | None:
+    """``acache`` if it is a Redis cache's asyncio face, whose claims run on the asyncio
+    client (``remote.aio``); None for an AsyncCache, whose calls run in its executor."""
+    remote = sys.modules.get("diskcache_oxide.remote.aio")  # loaded if there is one
+    if remote is not None and isinstance(acache, remote.AsyncRedisCache):
+        return cast("AsyncRedisCache", acache)
+    return None
 
 
-def _runner(cache: Cache | AsyncCache | RedisCache | _OnThreads) -> AsyncCache | _OnThreads:
-    """Where the drivers run ``cache``'s blocking calls: an :class:`AsyncCache` as given, or
-    around a directory's :class:`Cache`; the default executor for any other (a RedisCache)."""
-    if isinstance(cache, (AsyncCache, _OnThreads)):
-        return cache
+def _redis_face(cache: RedisCache) -> AsyncRedisCache:
+    """The asyncio face of ``cache`` for the running loop: one per loop (an asyncio client
+    belongs to one loop), kept on the cache while the loop lives, made the first time a
+    pay-once driver runs on the cache there; outside a loop, a new one."""
+    from ..remote.aio import AsyncRedisCache
+
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return AsyncRedisCache(cache)
+    face = cache._async_faces.get(loop)
+    if face is None:
+        face = cache._async_faces[loop] = AsyncRedisCache(cache)
+    return cast("AsyncRedisCache", face)
+
+
+def _runner(
+    cache: Cache | AsyncCache | RedisCache | AsyncRedisCache,
+) -> AsyncCache | AsyncRedisCache:
+    """Where the drivers run ``cache``'s calls: an :class:`AsyncCache` as given, or around a
+    directory's :class:`Cache` (in its executor); a Redis cache's asyncio face, on the asyncio
+    client (an ``AsyncRedisCache`` as given, or the one of a ``RedisCache`` for this loop)."""
+    if isinstance(cache, AsyncCache) or _on_loop(cache) is not None:
+        return cache  # type: ignore[return-value]
     if isinstance(cache, Cache):
         return AsyncCache(cache)
-    return _OnThreads(cache)
+    return _redis_face(cast("RedisCache", cache))
+
+
+async def _storage(acache: AsyncCache | AsyncRedisCache, call: core.Call, op: str, arg: Any) -> Any:
+    """One storage operation of the pay-once protocol: awaited on the asyncio client for
+    Redis, run in the cache's executor for a directory."""
+    face = _on_loop(acache)
+    if face is not None:
+        return await face._storage(call, op, arg)
+    return await acache._run(core.storage, call, op, arg)
+
+
+async def _on_loop_taking(take: Awaitable[T], give_back: Callable[[T], Awaitable[object]]) -> T:
+    """Await ``take`` in a task of its own; if the caller is cancelled meanwhile, what it took
+    is handed to ``give_back`` once it ends, instead of being dropped."""
+    loop = asyncio.get_running_loop()
+    task = loop.create_task(_awaited(take))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+
+        def orphaned(done: asyncio.Task[T]) -> None:
+            _giving_back.discard(done)
+            if done.cancelled() or done.exception() is not None:
+                return
+            back = loop.create_task(_awaited(give_back(done.result())))
+            _giving_back.add(back)
+            back.add_done_callback(_giving_back.discard)
+
+        _giving_back.add(task)
+        task.add_done_callback(orphaned)
+        raise
+
+
+#: Strong references to the takes of cancelled callers and their give-backs, until they end.
+_giving_back: set[asyncio.Task[Any]] = set()
+
+
+async def _awaited(work: Awaitable[T]) -> T:
+    return await work
 
 
 # ---- claims ---------------------------------------------------------------------------------
@@ -55,7 +108,9 @@ class AsyncClaims:
     being taken releases it."""
 
     def __init__(
-        self, cache: Cache | AsyncCache | RedisCache | _OnThreads, namespace: str = "default"
+        self,
+        cache: Cache | AsyncCache | RedisCache | AsyncRedisCache,
+        namespace: str = "default",
     ) -> None:
         acache = _runner(cache)
         self._acache = acache
@@ -68,6 +123,15 @@ class AsyncClaims:
 
     async def try_acquire(self, key: Any, lease: float = LEASE) -> AsyncClaim | None:
         seconds = _lease(lease)
+        face = _on_loop(self._acache)
+        if face is not None:
+
+            async def release(claim: Claim | None) -> None:
+                if claim is not None:
+                    await self.release(claim.key, claim.token)
+
+            taken = await _on_loop_taking(face._try_acquire(self._claims, key, seconds), release)
+            return None if taken is None else AsyncClaim(self, taken)
 
         def give_back(claim: Claim | None) -> None:
             if claim is not None:
@@ -87,7 +151,7 @@ class AsyncClaims:
         async def perform(op: str, arg: Any) -> Any:
             if op is core.ACQUIRE:
                 return await self.try_acquire(key, call.lease)
-            return await self._acache._run(core.storage, call, op, arg)
+            return await _storage(self._acache, call, op, arg)
 
         claim: AsyncClaim | None = await core.adrive(core.acquire(limit), perform)
         return claim
@@ -102,16 +166,33 @@ class AsyncClaims:
         return claim
 
     async def holder(self, key: Any) -> ClaimInfo | None:
-        return await self._acache._run(self._claims.holder, key)
+        face = _on_loop(self._acache)
+        if face is None:
+            return await self._acache._run(self._claims.holder, key)
+        found = await face._claim(_remote_claims().holder(face, self._claims.namespace, key))
+        return None if found is None else ClaimInfo(*found)
 
     async def release(self, key: Any, token: str) -> bool:
-        return await self._acache._run(self._claims.release, key, token)
+        face = _on_loop(self._acache)
+        if face is None:
+            return await self._acache._run(self._claims.release, key, token)
+        ops = _remote_claims()
+        return await face._claim(ops.release(face, self._claims.namespace, key, token))
 
     async def extend(self, key: Any, token: str, lease: float = LEASE) -> bool:
-        return await self._acache._run(self._claims.extend, key, token, lease)
+        face = _on_loop(self._acache)
+        if face is None:
+            return await self._acache._run(self._claims.extend, key, token, lease)
+        ops = _remote_claims()
+        namespace = self._claims.namespace
+        return await face._claim(ops.extend(face, namespace, key, token, _lease(lease)))
 
     async def list(self) -> list[tuple[Any, ClaimInfo]]:
-        return await self._acache._run(self._claims.list)
+        face = _on_loop(self._acache)
+        if face is None:
+            return await self._acache._run(self._claims.list)
+        found = await face._claim(_remote_claims().claims(face, self._claims.namespace))
+        return [(key, ClaimInfo(*info)) for key, info in found]
 
 
 class AsyncClaim:
@@ -144,7 +225,10 @@ class AsyncClaim:
         return await self._claims.extend(self.claim.key, self.claim.token, seconds)
 
     async def held(self) -> bool:
-        return await self._claims._acache._run(self.claim.held)
+        if _on_loop(self._claims._acache) is None:
+            return await self._claims._acache._run(self.claim.held)
+        found = await self._claims.holder(self.claim.key)  # as Claims.owns reads it
+        return found is not None and found.token == self.claim.token
 
     async def __aenter__(self) -> AsyncClaim:
         return self
@@ -157,6 +241,13 @@ class AsyncClaim:
     ) -> None:
         if not await asyncio.shield(self.release()):
             _log.warning("claim on %r was lost before its release (its lease ran out)", self.key)
+
+
+def _remote_claims() -> Any:
+    """The claims operations a Redis face awaits (``remote.claims``, loaded with it)."""
+    from ..remote import claims
+
+    return claims
 
 
 def _claims_lead(name: str) -> str:

@@ -23,9 +23,10 @@ from ..claims import LEASE, Claim, Claims, Outcome, _if_computing, _lease, _time
 from ..core import ENOVAL, Cache, keyed
 from ._run import P, R, _log, _Tag
 from .cache import AsyncCache
-from .claims import _OnThreads, _runner
+from .claims import _runner, _storage
 
 if TYPE_CHECKING:
+    from ..remote.aio import AsyncRedisCache
     from ..remote.cache import RedisCache
 
 #: Strong references to the running turns, so a turn whose callers were all cancelled is not
@@ -106,13 +107,12 @@ class _Driver:
 
     def __init__(
         self,
-        acache: AsyncCache | _OnThreads,
+        acache: AsyncCache | AsyncRedisCache,
         call: core.Call,
         compute: Callable[..., Awaitable[Any]],
         pass_claim: Literal[False, "sync", "async"],
     ) -> None:
         self._acache = acache
-        self._run = acache._run
         self._call = call
         self._compute = compute
         self._pass_claim = pass_claim
@@ -124,8 +124,8 @@ class _Driver:
         if op is core.TURN:
             return await self._turn()
         if op is core.RELEASE:
-            return await asyncio.shield(self._run(core.storage, self._call, op, arg))
-        result = await self._run(core.storage, self._call, op, arg)
+            return await asyncio.shield(_storage(self._acache, self._call, op, arg))
+        result = await _storage(self._acache, self._call, op, arg)
         if op is core.ACQUIRE:
             self._at_risk = result is not None  # from here until the value is stored
         elif op is core.STORE:
@@ -157,7 +157,7 @@ class _Driver:
         if op is core.SLEEP:
             await asyncio.sleep(arg)
             return True
-        return await self._run(core.storage, self._call, op, arg)
+        return await _storage(self._acache, self._call, op, arg)
 
     async def _computing(self, claim: Claim) -> Any:
         beat = asyncio.get_running_loop().create_task(
@@ -179,7 +179,7 @@ class _Driver:
 
 
 async def aget_or_compute(
-    cache: Cache | AsyncCache | RedisCache,
+    cache: Cache | AsyncCache | RedisCache | AsyncRedisCache,
     key: Any,
     fn: Callable[..., Any],
     /,
@@ -218,10 +218,10 @@ async def aget_or_compute(
     limit = None if timeout is None else _timeout(timeout)
     skip = if_computing != "wait" and _if_computing(if_computing) == "skip"
     claims = Claims(acache.cache, namespace)
-    value = await acache._run(claims.backend.get, key)  # the protocol's first read
+    call = core.Call(claims, key, lease, expire, tag)
+    value = await _storage(acache, call, core.GET, None)  # the protocol's first read
     if value is not ENOVAL:
         return (value, Outcome.CACHED) if outcome else value
-    call = core.Call(claims, key, lease, expire, tag)
     handed: Literal[False, "sync", "async"] = False
     if pass_claim:
         handed = "async" if inspect.iscoroutinefunction(fn) else "sync"
@@ -241,7 +241,7 @@ class AsyncComputeOnce(Protocol, Generic[P, R]):
 
 
 def acompute_once(
-    cache: Cache | AsyncCache | RedisCache,
+    cache: Cache | AsyncCache | RedisCache | AsyncRedisCache,
     *,
     lease: float = LEASE,
     timeout: float | None = None,

@@ -1,5 +1,6 @@
 """The Redis backend: :class:`RedisCache`, the cache and queue calls on a Redis, Valkey or
-Redis Cluster server (issue 21, D-058). Needs redis-py: ``pip install 'diskcache_oxide[redis]'``.
+Redis Cluster server (issue 21, D-058), and :class:`AsyncRedisCache`, the same calls on
+redis-py's asyncio client (D-059). Needs redis-py: ``pip install 'diskcache_oxide[redis]'``.
 
 Named ``remote`` rather than ``redis`` so that ``diskcache_oxide.redis`` and the ``redis``
 distribution are never confused in imports, tracebacks or mypy's module names, and so that the
@@ -8,14 +9,21 @@ same package can hold Valkey and other servers speaking the protocol.
 
 from __future__ import annotations
 
+# cache first: without redis-py it raises the ImportError that names the extra to install.
+from . import cache as _cache  # noqa: F401
 from ._io import NotReplicatedError, ServerConnectionError, ServerTimeout
+from .aio import AsyncRedisCache, asyncio_client, blocking_client, open_async_client
 from .cache import RedisCache, UnsupportedError, open_client
 
 __all__ = [
+    "AsyncRedisCache",
     "NotReplicatedError",
     "RedisCache",
     "ServerConnectionError",
     "ServerTimeout",
     "UnsupportedError",
+    "asyncio_client",
+    "blocking_client",
+    "open_async_client",
     "open_client",
 ]

@@ -1,13 +1,18 @@
-"""Claims and compute-once on Redis (issue 21, D-058): :class:`RedisClaims` implements the
-pay-once storage protocol (:class:`~diskcache_oxide._payonce.ClaimBackend` and
+"""Claims and compute-once on Redis (issue 21, D-058, D-059): :class:`RedisClaims` implements
+the pay-once storage protocol (:class:`~diskcache_oxide._payonce.ClaimBackend` and
 :class:`~diskcache_oxide._payonce.ClaimRegistry`) on a :class:`RedisCache`'s client and
 namespace, so :class:`~diskcache_oxide.Claims`, ``get_or_compute``, ``compute_once`` and
 their asyncio forms run on Redis with the protocol, the heartbeat and the shielded turns of
 ``_payonce`` (D-052); Redis provides only the primitives.
 
+Each primitive is an operation (a generator of requests, as ``_ops`` writes the cache's
+calls): :class:`RedisClaims` runs them on the blocking client, and ``AsyncRedisCache``
+(``remote.aio``) awaits the same operations on the asyncio client, so the async pay-once
+driver holds no thread on Redis.
+
 A claim is one HASH with a PEXPIRE of its lease (``_scripts.CLAIM_SCRIPTS``), taken, renewed
 and released by Lua scripts that check the owner's token; the values are the cache's own
-entries (``RedisCache.get``/``set``, the engine's frames). A waiter is counted on the server
+entries (``_ops.get``/``_ops.set``, the engine's frames). A waiter is counted on the server
 and BLPOPs a per-key wake-up list, which a release, a break or a store fills with one token
 per counted waiter; it is bounded by the claim's remaining lease, so a claim that runs out
 ends the wait too.
@@ -19,16 +24,22 @@ import time
 from typing import Any
 
 from ..core import ENOVAL
-from ._io import Link, Script
-from ._scripts import CLAIM_SCRIPTS
+from . import _ops
+from ._io import Command, Link, Op, Script
+from ._ops import Namespace
+from ._scripts import CLAIM_SCRIPTS, SCRIPTS
 from .cache import RedisCache
 
-__all__ = ["RedisClaims"]
+__all__ = ["LINKED", "RedisClaims"]
 
 _Record = tuple[str, str, int, float, float]
 
 #: Waits shorter than this (seconds) are not sent to the server: BLPOP's 0 means forever.
 _SHORTEST = 0.005
+
+#: The scripts a claims link runs: the cache's (a store is the cache's ``set``) and the
+#: claims' own, named ``claim_<name>``.
+LINKED = {**SCRIPTS, **{f"claim_{name}": text for name, text in CLAIM_SCRIPTS.items()}}
 
 
 def _lease_ms(lease: float) -> str:
@@ -50,10 +61,108 @@ def _record(fields: list[Any]) -> _Record:
     )
 
 
+def _cid(namespace: str) -> bytes:
+    name = namespace.encode("utf-8", "surrogatepass")
+    return str(len(name)).encode() + b":" + name
+
+
+def _script(name: str, namespace: str, key: Any, *args: bytes | str | int) -> Script:
+    frame = b"" if key is ENOVAL else _ops.member(key)
+    return Script(f"claim_{name}", (_cid(namespace), frame, *args))
+
+
+# ---- the operations: ClaimBackend ----
+
+
+def get(ns: Namespace, key: Any) -> Op[Any]:
+    """The stored value of ``key``, or ENOVAL."""
+    return (yield from _ops.get(ns, key, ENOVAL))
+
+
+def store(ns: Namespace, key: Any, value: Any, expire: float | None, tag: Any) -> Op[None]:
+    """Store the value (the cache's ``set``) and wake the key's waiters."""
+    yield from _ops.set(ns, key, value, expire, tag=tag)
+    yield _script("wake", "", key)
+
+
+def try_acquire(
+    ns: Namespace, namespace: str, key: Any, lease: float, token: str, host: str, pid: int
+) -> Op[bool]:
+    """Take the claim if nobody holds it (one script: the HASH and its PEXPIRE, if absent)."""
+    return bool((yield _script("acquire", namespace, key, _lease_ms(lease), token, host, pid)))
+
+
+def extend(ns: Namespace, namespace: str, key: Any, token: str, lease: float) -> Op[bool]:
+    """Renew ``token``'s live claim for ``lease`` seconds; False if it is not ``token``'s."""
+    return bool((yield _script("extend", namespace, key, token, _lease_ms(lease))))
+
+
+def release(ns: Namespace, namespace: str, key: Any, token: str) -> Op[bool]:
+    """Remove ``token``'s live claim and wake the waiters; False if it is not ``token``'s."""
+    return bool((yield _script("release", namespace, key, token)))
+
+
+def wait_for_change(
+    ns: Namespace, namespace: str, key: Any, seconds: float, value: bool
+) -> Op[bool]:
+    """Sleep on the server (BLPOP of the key's wake-up list, in slices within the client's
+    socket timeout) until a release, break or store wakes this waiter, the claim's lease
+    runs out, or ``seconds`` pass. True if woken or the claim is free or ran out.
+
+    A waiter that ends without being woken uncounts itself (a wake resets the count). One
+    abandoned mid-wait (a cancelled asyncio caller) stays counted until the count's own
+    expiry or the next wake: a release then leaves one token nobody takes, which expires."""
+    start = time.monotonic()
+    left_ms = int((yield _script("wait", namespace, key)))
+    if left_ms <= 0:
+        return True  # nobody holds it
+    deadline = start + seconds
+    runs_out = start + left_ms / 1000.0
+    wake = ns._base + b"W:" + _ops.member(key)
+    try:
+        while True:
+            left = min(deadline, runs_out) - time.monotonic()
+            if left < _SHORTEST:
+                # The lease ran out (unless it was renewed: the caller looks again).
+                woken = runs_out <= deadline
+                break
+            if (yield Command(("BLPOP", wake, f"{min(left, ns._slice):.3f}"), idempotent=True)):
+                return True
+    except GeneratorExit:
+        raise  # abandoned: nothing can be sent any more
+    except BaseException:
+        yield _script("unwait", namespace, key)
+        raise
+    yield _script("unwait", namespace, key)
+    return woken
+
+
+# ---- the operations: ClaimRegistry ----
+
+
+def holder(ns: Namespace, namespace: str, key: Any) -> Op[_Record | None]:
+    """``(token, host, pid, acquired, expires)`` of the live claim, or None."""
+    found = yield _script("holder", namespace, key)
+    return None if not found else _record(found)
+
+
+def break_claim(ns: Namespace, namespace: str, key: Any) -> Op[bool]:
+    """Remove the claim whoever holds it."""
+    return bool((yield _script("break", namespace, key)))
+
+
+def claims(ns: Namespace, namespace: str) -> Op[list[tuple[Any, _Record]]]:
+    """The live claims of ``namespace``."""
+    flat = yield _script("list", namespace, ENOVAL)
+    return [
+        (_ops.key_of(flat[at]), _record(flat[at + 1 : at + 6])) for at in range(0, len(flat), 6)
+    ]
+
+
 class RedisClaims:
-    """The claims and values of one :class:`RedisCache` namespace, on its client: all the keys
-    of a claim start with the namespace's hash-tagged prefix ``dco:{ns}:``, so a cluster keeps
-    them in the namespace's slot."""
+    """The claims and values of one :class:`RedisCache` namespace, on its blocking client: all
+    the keys of a claim start with the namespace's hash-tagged prefix ``dco:{ns}:``, so a
+    cluster keeps them in the namespace's slot. Each method runs its operation above."""
 
     __slots__ = ("_link", "cache")
 
@@ -63,7 +172,7 @@ class RedisClaims:
         self._link = Link(
             cache._client,
             cache._base,
-            CLAIM_SCRIPTS,
+            LINKED,
             replicas=wait.replicas,
             replica_timeout=wait.replica_timeout,
             reconnect_for=wait.reconnect_for,
@@ -72,76 +181,35 @@ class RedisClaims:
     def __repr__(self) -> str:
         return f"RedisClaims(namespace={self.cache.namespace!r})"
 
-    # ---- plumbing ----
-
-    @staticmethod
-    def _cid(namespace: str) -> bytes:
-        name = namespace.encode("utf-8", "surrogatepass")
-        return str(len(name)).encode() + b":" + name
-
-    def _call(self, name: str, namespace: str, key: Any, *args: bytes | str | int) -> Any:
-        cache = self.cache
-        frame = b"" if key is ENOVAL else cache._member(key)
-        return self._link.send(Script(name, (self._cid(namespace), frame, *args)))
-
     # ---- ClaimBackend ----
 
     def get(self, key: Any) -> Any:
-        return self.cache.get(key, ENOVAL)
+        return self._link.run(get(self.cache, key))
 
     def store(self, key: Any, value: Any, expire: float | None, tag: Any) -> None:
-        self.cache.set(key, value, expire, tag=tag)
-        self._call("wake", "", key)
+        self._link.run(store(self.cache, key, value, expire, tag))
 
     def try_acquire(
         self, namespace: str, key: Any, lease: float, token: str, host: str, pid: int
     ) -> bool:
-        return bool(self._call("acquire", namespace, key, _lease_ms(lease), token, host, pid))
+        return self._link.run(try_acquire(self.cache, namespace, key, lease, token, host, pid))
 
     def extend(self, namespace: str, key: Any, token: str, lease: float) -> bool:
-        return bool(self._call("extend", namespace, key, token, _lease_ms(lease)))
+        return self._link.run(extend(self.cache, namespace, key, token, lease))
 
     def release(self, namespace: str, key: Any, token: str) -> bool:
-        return bool(self._call("release", namespace, key, token))
+        return self._link.run(release(self.cache, namespace, key, token))
 
     def wait_for_change(self, namespace: str, key: Any, seconds: float, value: bool) -> bool:
-        """Sleep on the server (BLPOP of the key's wake-up list, in slices within the client's
-        socket timeout) until a release, break or store wakes this waiter, the claim's lease
-        runs out, or ``seconds`` pass. True if woken or the claim is free or ran out."""
-        start = time.monotonic()
-        left_ms = int(self._call("wait", namespace, key))
-        if left_ms <= 0:
-            return True  # nobody holds it
-        deadline = start + seconds
-        runs_out = start + left_ms / 1000.0
-        wake = self.cache._base + b"W:" + self.cache._member(key)
-        woken = False
-        try:
-            while True:
-                now = time.monotonic()
-                left = min(deadline, runs_out) - now
-                if left < _SHORTEST:
-                    # The lease ran out (unless it was renewed: the caller looks again).
-                    return runs_out <= deadline
-                if self.cache._client.blpop([wake], timeout=min(left, self.cache._slice)):
-                    woken = True
-                    return True
-        finally:
-            if not woken:  # counted and not woken: no longer waiting (a wake resets the count)
-                self._call("unwait", namespace, key)
+        return self._link.run(wait_for_change(self.cache, namespace, key, seconds, value))
 
     # ---- ClaimRegistry ----
 
     def holder(self, namespace: str, key: Any) -> _Record | None:
-        found = self._call("holder", namespace, key)
-        return None if not found else _record(found)
+        return self._link.run(holder(self.cache, namespace, key))
 
     def break_claim(self, namespace: str, key: Any) -> bool:
-        return bool(self._call("break", namespace, key))
+        return self._link.run(break_claim(self.cache, namespace, key))
 
     def claims(self, namespace: str) -> list[tuple[Any, _Record]]:
-        flat = self._call("list", namespace, ENOVAL)
-        return [
-            (self.cache._key(flat[at]), _record(flat[at + 1 : at + 6]))
-            for at in range(0, len(flat), 6)
-        ]
+        return self._link.run(claims(self.cache, namespace))
