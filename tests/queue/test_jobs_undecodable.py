@@ -23,12 +23,12 @@ import subprocess
 import sys
 import textwrap
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import backends
 import pytest
 
 pytestmark = [pytest.mark.oxide, pytest.mark.backends]
@@ -96,12 +96,7 @@ def drain(queue: Any, n: int, timeout: float = 10.0) -> list[Any]:
 @pytest.fixture
 def location(backend: Any, tmp_path: Path, request: pytest.FixtureRequest) -> str:
     """Where this test's jobs live: a directory, or a Redis URL naming a fresh namespace."""
-    if not backend.remote:
-        return str(tmp_path / "shared")
-    space = "t" + uuid.uuid4().hex[:12]
-    if backend.name == "cluster":
-        return f"{request.getfixturevalue('redis_cluster_url')}?cluster=1&namespace={space}"
-    return f"{request.getfixturevalue('redis_url')}?namespace={space}"
+    return backends.location(backend, str(tmp_path / "shared"), request)
 
 
 @pytest.fixture
