@@ -472,6 +472,37 @@ class JobQueue:
     def _queue(self, queue: str | None) -> str:
         return self._queues[0] if queue is None else _queue_name("queue", queue)
 
+    # The checked arguments of each storage call, for this face and the asyncio one (the
+    # checks live here once, for both backends).
+
+    def _put_args(
+        self, queue: str | None, delay: float, unique: str | None, max_attempts: int | None
+    ) -> tuple[str, float, str | None, int]:
+        if unique is not None and not isinstance(unique, str):
+            raise TypeError(f"unique must be a str or None, not {_type_name(unique)}")
+        attempts = self._max_attempts if max_attempts is None else _max_attempts(max_attempts)
+        return self._queue(queue), _seconds("delay", delay), unique, attempts
+
+    def _take_args(
+        self, n: int, timeout: float | None, lease: float | None
+    ) -> tuple[list[str], float, int, float | None, float]:
+        count = _count("n", n)
+        length = self._lease if lease is None else _seconds("lease", lease)
+        return list(self._queues), length, count, _timeout(timeout), self._lease
+
+    def _names(self, queue: str | None) -> tuple[str, ...]:
+        return self._queues if queue is None else (_queue_name("queue", queue),)
+
+    @staticmethod
+    def _report(errors: Iterable[BaseException]) -> None:
+        for err in errors:
+            _log.warning("%s", err)
+
+    @staticmethod
+    def _oldest(found: builtins.list[JobInfo], limit: int) -> builtins.list[JobInfo]:
+        found.sort(key=lambda info: info.id)
+        return found[:limit]
+
     # ---- adding ---------------------------------------------------------------------------
 
     def put(
@@ -491,10 +522,8 @@ class JobQueue:
             adds nothing and returns the first job's id
         :param max_attempts: this job's limit (default: the queue's)
         """
-        if unique is not None and not isinstance(unique, str):
-            raise TypeError(f"unique must be a str or None, not {_type_name(unique)}")
-        attempts = self._max_attempts if max_attempts is None else _max_attempts(max_attempts)
-        return self._core.put(self._queue(queue), value, _seconds("delay", delay), unique, attempts)
+        name, wait, key, attempts = self._put_args(queue, delay, unique, max_attempts)
+        return self._core.put(name, value, wait, key, attempts)
 
     def put_many(
         self,
@@ -505,8 +534,8 @@ class JobQueue:
         max_attempts: int | None = None,
     ) -> list[int]:
         """Add several jobs in one transaction; returns their ids, in order."""
-        attempts = self._max_attempts if max_attempts is None else _max_attempts(max_attempts)
-        return self._core.put_many(self._queue(queue), values, _seconds("delay", delay), attempts)
+        name, wait, _, attempts = self._put_args(queue, delay, None, max_attempts)
+        return self._core.put_many(name, values, wait, attempts)
 
     # ---- taking ---------------------------------------------------------------------------
 
@@ -539,13 +568,8 @@ class JobQueue:
         Jobs this process cannot decode are passed over or buried as in :meth:`take`, and
         do not count towards ``n``: the take returns the due jobs behind them.
         """
-        count = _count("n", n)
-        length = self._lease if lease is None else _seconds("lease", lease)
-        taken, errors = self._core.take(
-            list(self._queues), length, count, _timeout(timeout), self._lease
-        )
-        for err in errors:
-            _log.warning("%s", err)
+        taken, errors = self._core.take(*self._take_args(n, timeout, lease))
+        self._report(errors)
         return taken
 
     # ---- settling a job -------------------------------------------------------------------
@@ -599,12 +623,10 @@ class JobQueue:
     def dead(self, *, queue: str | None = None, limit: int = 100) -> list[JobInfo]:
         """Dead jobs, oldest first: of ``queue``, or of all this queue's names."""
         count = _count("limit", limit)
-        names = self._queues if queue is None else (_queue_name("queue", queue),)
         found: list[JobInfo] = []
-        for name in names:
+        for name in self._names(queue):
             found.extend(self._core.dead(name, 0, count))
-        found.sort(key=lambda info: info.id)
-        return found[:count]
+        return self._oldest(found, count)
 
     def requeue(self, job_id: int, *, delay: float = 0.0) -> bool:
         """Put a dead job back in its queue with its attempts reset. False if it is not
@@ -622,9 +644,8 @@ class JobQueue:
 
     def counts(self, queue: str | None = None) -> JobCounts:
         """Jobs by state: of ``queue``, or summed over this queue's names."""
-        names = self._queues if queue is None else (_queue_name("queue", queue),)
         totals = [0, 0, 0, 0]
-        for name in names:
+        for name in self._names(queue):
             for index, n in enumerate(self._core.counts(name)):
                 totals[index] += n
         return JobCounts(*totals)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+import time
 import uuid
 from typing import Any
 
@@ -434,3 +435,92 @@ def test_jobinfo_records_compare_by_fields(cache: Any) -> None:
     first, second = jobs.get(job_id), jobs.get(job_id)
     assert isinstance(first, RedisJobInfo)
     assert first == second and first != "x"
+
+
+# ---- the asyncio face on redis.asyncio ------------------------------------------------------
+
+
+class NoThreads:
+    """An executor that refuses work: the asyncio face on a redis.asyncio client must not
+    need one."""
+
+    def submit(self, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a call ran on a thread instead of the asyncio client")
+
+
+def asyncio_client(url: str) -> Any:
+    import redis.asyncio
+    import redis.asyncio.cluster
+
+    plain = url.removesuffix("?cluster=1")
+    if plain != url:
+        return redis.asyncio.cluster.RedisCluster.from_url(plain)
+    return redis.asyncio.Redis.from_url(url)
+
+
+def test_the_async_job_queue_awaits_a_redis_asyncio_client(cache: Any, url: str) -> None:
+    async def work() -> None:
+        client = asyncio_client(url)
+        try:
+            jobs = dc.JobQueue(cache, max_attempts=2)
+            ajobs = AsyncJobQueue(jobs, executor=NoThreads(), client=client)  # type: ignore[arg-type]
+            waiting = asyncio.ensure_future(ajobs.take(timeout=30))
+            await asyncio.sleep(0.2)  # the take is blocked in BLPOP, on the loop
+            first = await ajobs.put({"n": 1})
+            job = await waiting
+            assert job is not None and job.id == first and isinstance(job, RedisJob)
+            assert await ajobs.extend(job, 120) is True
+            assert job.lease_deadline > time.time() + 100
+            async with ajobs.settle(job):
+                pass
+            assert await ajobs.get(first) is None
+            assert await ajobs.finish(job) is False  # settled
+            ids = await ajobs.put_many(["a", "b"], delay=0)
+            batch = await ajobs.take_many(2)
+            assert [j.id for j in batch] == ids
+            assert await ajobs.release(batch[0]) is True
+            assert await ajobs.fail(batch[1], "no") == "ready"
+            again = await ajobs.take_many(5)
+            assert sorted(j.id for j in again) == ids
+            assert await ajobs.fail(again[0], ValueError("x")) in ("ready", "dead")
+            assert await ajobs.fail(again[1], "twice") in ("ready", "dead")
+            dead = await ajobs.dead()
+            assert [d.id for d in dead] == [j.id for j in again if j.attempts == 2]
+            assert (await ajobs.counts()).dead == len(dead)
+            for d in dead:
+                assert await ajobs.requeue(d.id) is True
+            assert await ajobs.length() == 2
+            assert await ajobs.sweep() == (0, 0)
+            assert await ajobs.delete(ids[0]) is True
+            assert await ajobs.length() == 1
+            # The blocking face settles what the asyncio face took, and the other way round.
+            held = await ajobs.take()
+            assert held is not None and jobs.finish(held) is True
+        finally:
+            await client.aclose()
+
+    asyncio.run(work())
+
+
+def test_a_cancelled_async_take_holds_nothing(cache: Any, url: str) -> None:
+    async def work() -> None:
+        client = asyncio_client(url)
+        try:
+            ajobs = AsyncJobQueue(dc.JobQueue(cache), client=client)
+            waiting = asyncio.ensure_future(ajobs.take(timeout=30))
+            await asyncio.sleep(0.2)
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            job_id = await ajobs.put("after")
+            job = await ajobs.take()
+            assert job is not None and (job.id, job.attempts) == (job_id, 1)
+        finally:
+            await client.aclose()
+
+    asyncio.run(work())
+
+
+def test_client_is_for_a_redis_job_queue(directory_cache: Any, url: str) -> None:
+    with pytest.raises(TypeError, match="leave client out"):
+        AsyncJobQueue(dc.JobQueue(directory_cache), client=object())

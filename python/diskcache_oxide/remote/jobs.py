@@ -17,6 +17,8 @@ asyncio face runs the very same operations with ``await AsyncLink(...).run(op)``
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import os
 import time
 from collections.abc import Iterable
@@ -28,7 +30,7 @@ import redis
 from .. import _core
 from ..errors import CorruptValueError, DecodeError
 from ..jobs import _error_text, _optional_seconds, _seconds, pass_delay
-from ._io import Command, Link, Op, Script
+from ._io import AsyncLink, Command, Link, Op, Request, Script
 from ._job_scripts import JOB_SCRIPTS
 
 if TYPE_CHECKING:
@@ -41,7 +43,7 @@ if TYPE_CHECKING:
     else:
         from typing_extensions import Self
 
-__all__ = ["RedisJob", "RedisJobInfo", "RedisJobs"]
+__all__ = ["AsyncRedisJobs", "RedisJob", "RedisJobInfo", "RedisJobs"]
 
 _State = Literal["ready", "leased", "dead"]
 _STATES: dict[bytes, _State] = {b"0": "ready", b"1": "leased", b"2": "dead"}
@@ -252,7 +254,9 @@ def finish_op(job_id: int, lease: int) -> Op[bool]:
     return bool((yield from _call("finish", _member(job_id), lease)))
 
 
-def fail_op(job_id: int, lease: int, error: str, retry_in: float) -> Op[str | None]:
+def fail_op(
+    job_id: int, lease: int, error: str, retry_in: float
+) -> Op[Literal["ready", "dead"] | None]:
     """Fail an attempt: ``'ready'`` (retried after ``retry_in``), ``'dead'``, or None if
     ``lease`` no longer holds the job."""
     state = yield from _call("fail", _member(job_id), lease, _b(error), _us(retry_in))
@@ -420,18 +424,43 @@ class RedisJob:
         """Why the previous attempt failed, if it did."""
         return self._error
 
-    def _settle(self, lost: Any, op: Op[Any]) -> Any:
-        if self._settled:
-            op.close()
-            return lost
-        result = self._jobs._link.run(op)
+    # Each settling call is an operation, run here on the blocking link, or awaited by
+    # AsyncRedisJobs on an asyncio one; these say what to run and record what it did.
+
+    def _finish_op(self) -> Op[bool] | None:
+        return None if self._settled else finish_op(self._id, self._lease)
+
+    def _fail_op(self, error: object, retry_in: object) -> Op[str | None] | None:
+        text = _error_text(error)
+        delay = _optional_seconds("retry_in", retry_in)
+        return None if self._settled else fail_op(self._id, self._lease, text, delay)
+
+    def _extend_op(self, lease: object) -> Op[float | None] | None:
+        length = self._default_lease if lease is None else _seconds("lease", lease)
+        return None if self._settled else extend_op(self._id, self._lease, length)
+
+    def _release_op(self, delay: object) -> Op[bool] | None:
+        seconds = _optional_seconds("delay", delay)
+        return None if self._settled else release_op(self._id, self._lease, seconds)
+
+    def _settled_by(self, result: Any) -> Any:
+        """What a settling call returned; the job is settled from now on."""
         self._settled = True
         return result
+
+    def _extended_by(self, deadline: float | None) -> bool:
+        """What an extend returned: the new deadline, or None if the lease was lost."""
+        if deadline is None:
+            self._settled = True
+            return False
+        self._deadline = deadline
+        return True
 
     def finish(self) -> bool:
         """Done: delete the job. False if the lease was lost (it expired and the job was
         taken again, or the job was already settled)."""
-        return bool(self._settle(False, finish_op(self._id, self._lease)))
+        op = self._finish_op()
+        return False if op is None else bool(self._settled_by(self._jobs._link.run(op)))
 
     def fail(
         self, error: str | BaseException | None = "", retry_in: float | None = 0.0
@@ -440,31 +469,23 @@ class RedisJob:
         with the job. Returns ``'ready'`` if it will be retried after ``retry_in`` seconds,
         ``'dead'`` if it used its attempts and went to the dead-letter list, None if the
         lease was lost."""
-        text = _error_text(error)
-        delay = _optional_seconds("retry_in", retry_in)
-        state: Literal["ready", "dead"] | None = self._settle(
-            None, fail_op(self._id, self._lease, text, delay)
-        )
+        op = self._fail_op(error, retry_in)
+        if op is None:
+            return None
+        state: Literal["ready", "dead"] | None = self._settled_by(self._jobs._link.run(op))
         return state
 
     def extend(self, lease: float | None = None) -> bool:
         """Heartbeat: the lease now ends ``lease`` seconds from now (default: the queue's
         lease); updates ``lease_deadline``. False if the lease was lost."""
-        length = self._default_lease if lease is None else _seconds("lease", lease)
-        if self._settled:
-            return False
-        deadline = self._jobs._link.run(extend_op(self._id, self._lease, length))
-        if deadline is None:
-            self._settled = True
-            return False
-        self._deadline = deadline
-        return True
+        op = self._extend_op(lease)
+        return False if op is None else self._extended_by(self._jobs._link.run(op))
 
     def release(self, delay: float | None = 0.0) -> bool:
         """Give the job back, ready again after ``delay`` seconds; the attempt is not
         counted. False if the lease was lost."""
-        seconds = _optional_seconds("delay", delay)
-        return bool(self._settle(False, release_op(self._id, self._lease, seconds)))
+        op = self._release_op(delay)
+        return False if op is None else bool(self._settled_by(self._jobs._link.run(op)))
 
     def __enter__(self) -> Self:
         """The job itself: ``with job:`` finishes, fails or releases it at the end."""
@@ -807,3 +828,181 @@ class RedisJobs:
     def delete(self, id: int) -> bool:
         """Delete a job in any state; False if there was none."""
         return self._link.run(delete_op(id))
+
+
+class AsyncRedisJobs:
+    """The calls of :class:`RedisJobs` as coroutines on a ``redis.asyncio`` client: the same
+    operations, awaited on an :class:`~diskcache_oxide.remote._io.AsyncLink`, so no call holds
+    a thread and a blocked take is an awaited ``BLPOP``. ``AsyncJobQueue(jobs, client=...)``
+    runs on it.
+
+    :param jobs: the blocking storage of the same namespace; a job taken here can be settled
+        through either (its own methods use the blocking client)
+    :param client: a ``redis.asyncio.Redis`` or ``redis.asyncio.cluster.RedisCluster`` on the
+        same server (made with ``decode_responses=False``)
+    """
+
+    __slots__ = ("_link", "jobs")
+
+    def __init__(self, jobs: RedisJobs, client: Any) -> None:
+        self.jobs = jobs
+        self._link = AsyncLink(client, jobs.cache._base, JOB_SCRIPTS)
+
+    def __repr__(self) -> str:
+        return f"AsyncRedisJobs(namespace={self.jobs.cache.namespace!r})"
+
+    async def put(
+        self, queue: str, value: Any, delay: float, unique: str | None, max_attempts: int
+    ) -> int:
+        """:meth:`RedisJobs.put`, awaited."""
+        frame = self.jobs._encode(value)
+        return await self._link.run(put_op(queue, frame, delay, unique, max_attempts))
+
+    async def put_many(
+        self, queue: str, values: Iterable[Any], delay: float, max_attempts: int
+    ) -> list[int]:
+        """:meth:`RedisJobs.put_many`, awaited."""
+        frames = [self.jobs._encode(value) for value in values]
+        return await self._link.run(put_many_op(queue, frames, delay, max_attempts))
+
+    async def take(
+        self,
+        queues: list[str],
+        lease: float,
+        n: int,
+        timeout: float | None = None,
+        default_lease: float | None = None,
+    ) -> tuple[list[Any], list[BaseException]]:
+        """:meth:`RedisJobs.take`, awaited. A caller cancelled while a take script is on its
+        way lets it finish and releases what it leased (the attempt is not counted); one
+        cancelled while it waits in ``BLPOP`` holds nothing."""
+        if n == 0:
+            return [], []
+        jobs = self.jobs
+        op = take_op(queues, lease, n, timeout, jobs._pickle, jobs._slice, jobs.wake_keys(queues))
+        taken, errors = await self._run_holding(op)
+        length = lease if default_lease is None else default_lease
+        return [RedisJob(jobs, row, length) for row in taken], errors
+
+    async def _run_holding(self, op: Op[Any]) -> Any:
+        """:meth:`AsyncLink.run` for a take: every lease a ``take`` script drew is noted, and
+        if the caller is cancelled they are all released (a job refused since is no longer
+        leased, and its release does nothing)."""
+        held: list[tuple[bytes, int]] = []
+        reply: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                request = op.send(reply) if error is None else op.throw(error)
+            except StopIteration as done:
+                return done.value
+            error = None
+            if isinstance(request, Command):  # the wait: nothing is held meanwhile
+                try:
+                    reply = await self._link.send(request)
+                except Exception as exc:
+                    reply, error = None, exc
+                continue
+            sent = asyncio.ensure_future(self._link.send(request))
+            try:
+                reply = await asyncio.shield(sent)
+            except asyncio.CancelledError:
+                sent.add_done_callback(functools.partial(self._give_back, request, held))
+                self._give_back(request, held, None)
+                raise
+            except Exception as exc:
+                reply, error = None, exc
+                continue
+            if isinstance(request, Script) and request.name == "take":
+                held += _leases(reply)
+
+    def _give_back(
+        self, request: Request, held: list[tuple[bytes, int]], done: asyncio.Future[Any] | None
+    ) -> None:
+        """Release the leases a cancelled take holds: those noted, and then (``done``) those
+        of the take script that was still on its way."""
+        if done is not None:
+            if done.cancelled() or done.exception() is not None:
+                return
+            if not (isinstance(request, Script) and request.name == "take"):
+                return
+            pairs = _leases(done.result())
+        else:
+            pairs, held[:] = list(held), []
+        for member, lease in pairs:
+            task = asyncio.ensure_future(
+                _quietly(self._link.run(release_op(int(member), lease, 0)))
+            )
+            # The loop keeps only a weak reference to a task: hold it until it is done.
+            _BACKGROUND.add(task)
+            task.add_done_callback(_BACKGROUND.discard)
+
+    async def finish(self, job: RedisJob) -> bool:
+        """:meth:`RedisJob.finish`, awaited."""
+        op = job._finish_op()
+        return False if op is None else bool(job._settled_by(await self._link.run(op)))
+
+    async def fail(
+        self, job: RedisJob, error: str | BaseException | None = "", retry_in: float | None = 0.0
+    ) -> Literal["ready", "dead"] | None:
+        """:meth:`RedisJob.fail`, awaited."""
+        op = job._fail_op(error, retry_in)
+        if op is None:
+            return None
+        state: Literal["ready", "dead"] | None = job._settled_by(await self._link.run(op))
+        return state
+
+    async def extend(self, job: RedisJob, lease: float | None = None) -> bool:
+        """:meth:`RedisJob.extend`, awaited."""
+        op = job._extend_op(lease)
+        return False if op is None else job._extended_by(await self._link.run(op))
+
+    async def release(self, job: RedisJob, delay: float | None = 0.0) -> bool:
+        """:meth:`RedisJob.release`, awaited."""
+        op = job._release_op(delay)
+        return False if op is None else bool(job._settled_by(await self._link.run(op)))
+
+    async def sweep(self, queue: str | None = None) -> tuple[int, int]:
+        """:meth:`RedisJobs.sweep`, awaited."""
+        return await self._link.run(sweep_op(queue))
+
+    async def counts(self, queue: str) -> tuple[int, int, int, int]:
+        """:meth:`RedisJobs.counts`, awaited."""
+        return await self._link.run(counts_op(queue))
+
+    async def info(self, id: int) -> RedisJobInfo | None:
+        """:meth:`RedisJobs.info`, awaited."""
+        found = await self._link.run(info_op(id))
+        return None if found is None else RedisJobInfo(found, self.jobs._pickle)
+
+    async def dead(self, queue: str, after: int, limit: int) -> list[RedisJobInfo]:
+        """:meth:`RedisJobs.dead`, awaited."""
+        flat = await self._link.run(list_op(queue, "dead", after, limit))
+        pickle = self.jobs._pickle
+        return [RedisJobInfo(flat[at : at + 11], pickle) for at in range(0, len(flat), 11)]
+
+    async def requeue(self, id: int, delay: float) -> bool:
+        """:meth:`RedisJobs.requeue`, awaited."""
+        return await self._link.run(requeue_op(id, delay))
+
+    async def delete(self, id: int) -> bool:
+        """:meth:`RedisJobs.delete`, awaited."""
+        return await self._link.run(delete_op(id))
+
+
+#: Releases a cancelled take started, held until they finish.
+_BACKGROUND: set[asyncio.Future[None]] = set()
+
+
+def _leases(reply: list[Any]) -> list[tuple[bytes, int]]:
+    """The (id, lease number) of each job a ``take`` script's reply leased."""
+    rows = reply[2:]
+    return [(rows[at], int(rows[at + 3])) for at in range(0, len(rows), 9)]
+
+
+async def _quietly(work: Any) -> None:
+    """Await a clean-up whose failure has nobody to report to (its lease then runs out)."""
+    try:
+        await work
+    except Exception:
+        pass
