@@ -168,6 +168,23 @@ def test_a_blocking_take_is_woken_by_a_put(cache: Any, url: str, namespace: str)
     assert got and got[0] is not None and got[0].id == job_id
 
 
+def test_a_blocking_take_over_several_queues_is_woken_by_any(
+    cache: Any, url: str, namespace: str
+) -> None:
+    import threading
+
+    jobs = dc.JobQueue(cache, queues=("urgent", "bulk", "mail"))
+    got: list[Any] = []
+    taker = threading.Thread(target=lambda: got.append(jobs.take(timeout=30)))
+    taker.start()
+    time.sleep(0.2)  # blocked in one BLPOP over the three queues' wake-up lists
+    with RedisCache(url, namespace=namespace) as other:
+        job_id = dc.JobQueue(other, queues="mail").put("to the last queue")
+    taker.join(30)
+    assert not taker.is_alive()
+    assert got and got[0] is not None and (got[0].id, got[0].queue) == (job_id, "mail")
+
+
 # ---- records --------------------------------------------------------------------------------
 
 
