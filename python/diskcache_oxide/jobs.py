@@ -614,9 +614,9 @@ class JobQueue:
     # ---- maintenance and inspection -------------------------------------------------------
 
     def sweep(self) -> Swept:
-        """Requeue the expired leases of every queue in the directory (or move them to the
-        dead-letter list once out of attempts). :meth:`take` already does this for the
-        queues it serves."""
+        """Requeue the expired leases of every queue in the directory or Redis namespace (or
+        move them to the dead-letter list once out of attempts). :meth:`take` already does
+        this for the queues it serves, so no sweeper process is needed."""
         requeued, dead = self._core.sweep(None)
         return Swept(requeued, dead)
 

@@ -541,3 +541,9 @@ def test_a_cancelled_async_take_holds_nothing(cache: Any, url: str) -> None:
 def test_client_is_for_a_redis_job_queue(directory_cache: Any, url: str) -> None:
     with pytest.raises(TypeError, match="leave client out"):
         AsyncJobQueue(dc.JobQueue(directory_cache), client=object())
+
+
+def test_a_take_of_more_than_a_script_can_count(cache: Any) -> None:
+    jobs = dc.JobQueue(cache)
+    jobs.put_many(range(3))
+    assert [job.value for job in jobs.take_many(2**70)] == [0, 1, 2]

@@ -180,7 +180,8 @@ def take_op(
     while True:
         next_in: float | None = None
         while len(good) < n:
-            reply = yield from _call("take", _us(lease), n - len(good), *names)
+            need = min(n - len(good), _LIMIT)  # a script reads a count as a double
+            reply = yield from _call("take", _us(lease), need, *names)
             now_us, next_due = int(reply[0]), reply[1]
             next_in = None if not next_due else (int(next_due) - now_us) / 1_000_000
             refuse: list[bytes | str | int] = []
