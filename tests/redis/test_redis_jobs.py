@@ -433,8 +433,8 @@ class SameAsADirectory(RuleBasedStateMachine):
         assert jobs_of(self.remote_cache).queues() == jobs_of(self.local_cache).queues()
 
 
-def test_a_redis_job_queue_does_what_a_directorys_does(redis_url: str) -> None:
-    machine = type("Machine", (SameAsADirectory,), {"url": redis_url})
+def test_a_redis_job_queue_does_what_a_directorys_does(url: str) -> None:
+    machine = type("Machine", (SameAsADirectory,), {"url": url})
     run_state_machine_as_test(
         machine,
         settings=settings(
