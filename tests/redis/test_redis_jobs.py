@@ -547,3 +547,11 @@ def test_a_take_of_more_than_a_script_can_count(cache: Any) -> None:
     jobs = dc.JobQueue(cache)
     jobs.put_many(range(3))
     assert [job.value for job in jobs.take_many(2**70)] == [0, 1, 2]
+
+
+def test_the_job_queue_on_redis_is_the_one_job_queue(cache: Any) -> None:
+    from diskcache_oxide.remote import jobs as remote_jobs
+
+    queue = remote_jobs.JobQueue(cache, "mail")
+    assert remote_jobs.JobQueue is dc.JobQueue
+    assert isinstance(queue._core, RedisJobs)

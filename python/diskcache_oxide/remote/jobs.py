@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import os
 import time
 from collections.abc import Iterable
@@ -29,7 +30,7 @@ import redis
 
 from .. import _core
 from ..errors import CorruptValueError, DecodeError
-from ..jobs import _error_text, _optional_seconds, _seconds, pass_delay
+from ..jobs import JobQueue, _error_text, _optional_seconds, _seconds, pass_delay
 from ._io import AsyncLink, Command, Link, Op, Request, Script
 from ._job_scripts import JOB_SCRIPTS
 
@@ -43,7 +44,9 @@ if TYPE_CHECKING:
     else:
         from typing_extensions import Self
 
-__all__ = ["AsyncRedisJobs", "RedisJob", "RedisJobInfo", "RedisJobs"]
+# JobQueue is the one class for both backends; it is named here too, so that code that looks
+# for "the JobQueue on Redis" in this module (the operator's tools) finds it.
+__all__ = ["AsyncRedisJobs", "JobQueue", "RedisJob", "RedisJobInfo", "RedisJobs"]
 
 _State = Literal["ready", "leased", "dead"]
 _STATES: dict[bytes, _State] = {b"0": "ready", b"1": "leased", b"2": "dead"}
@@ -94,6 +97,11 @@ def _opt(data: bytes | None) -> str | None:
     return None if data is None else _s(data)
 
 
+def _quoted(name: str) -> str:
+    """A queue's name in a log message, double-quoted as the binding's messages quote it."""
+    return json.dumps(name, ensure_ascii=False)
+
+
 def _describe(error: BaseException) -> str:
     """``Type: message`` of an exception, at most 300 characters (stored with the job, as the
     binding stores it)."""
@@ -139,13 +147,13 @@ def _refusal(job_id: int, queue: str, problem: BaseException, dead: bool, delay:
     """What a take logs about a job it passed over (the binding's wording, D-047)."""
     if dead:
         return (
-            f"job {job_id} of queue {queue!r} cannot be decoded by this process "
+            f"job {job_id} of queue {_quoted(queue)} cannot be decoded by this process "
             f"({_describe(problem)}); it has used its attempts and went to the dead-letter "
             "list: run a worker that can read it (the right pickle= setting, its type "
             "registered) and requeue it with retry()"
         )
     return (
-        f"job {job_id} of queue {queue!r} cannot be decoded by this process "
+        f"job {job_id} of queue {_quoted(queue)} cannot be decoded by this process "
         f"({_describe(problem)}); it was passed over and is offered again in {delay:.0f} s, "
         "to a worker that can read it"
     )
@@ -227,7 +235,7 @@ def take_op(
                 for job_id, queue, cause, kind, dead, delay in notes:
                     if kind == "b":
                         err: DecodeError = CorruptValueError(
-                            f"job {job_id} of queue {queue!r} has a damaged value that no "
+                            f"job {job_id} of queue {_quoted(queue)} has a damaged value that no "
                             "build can read; it was moved to the dead-letter list, where "
                             "dead() lists it and delete() removes it"
                         )
