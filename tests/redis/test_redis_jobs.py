@@ -555,3 +555,25 @@ def test_the_job_queue_on_redis_is_the_one_job_queue(cache: Any) -> None:
     queue = remote_jobs.JobQueue(cache, "mail")
     assert remote_jobs.JobQueue is dc.JobQueue
     assert isinstance(queue._core, RedisJobs)
+
+
+def test_large_batches_and_pages_beyond_one_script(cache: Any, directory_cache: Any) -> None:
+    # More jobs than one take script leases (1,000) and than a state's set is read whole for
+    # a page (5,000): the results are a directory's.
+    for backing in (cache, directory_cache):
+        jobs = dc.JobQueue(backing)
+        jobs.put_many(range(5200))
+        jobs.put("later", delay=3600)
+        taken = jobs.take_many(2500)
+        assert [job.value for job in taken] == list(range(2500))
+        for job in taken[:2400]:
+            assert job.finish()
+        jobs.put_many(range(3000))  # 5,700 ready: a page of them walks the queue's ids
+    remote, local = jobs_of(cache), jobs_of(directory_cache)
+    assert remote.counts("default") == local.counts("default") == (5700, 1, 100, 0)
+    for state in STATES:
+        for after in (0, 2450, 5000, 8000):
+            got = remote.list("default", state, after, 7)
+            want = local.list("default", state, after, 7)
+            assert [i.id for i in got] == [i.id for i in want], (state, after)
+            assert [i.state for i in got] == [i.state for i in want]

@@ -58,6 +58,9 @@ _FURTHEST_US = 2**52
 #: put_many writes at most this many jobs per script, so a large batch never blocks the
 #: server for long (each batch is all or nothing; D-060).
 _PUT_BATCH = 1000
+#: take_many leases at most this many jobs per script, and takes again while more are due,
+#: so a large batch never blocks the server for long (each job still goes to one worker).
+_TAKE_BATCH = 1000
 #: purge_dead deletes at most this many jobs per script call, repeated until done.
 _PURGE_BATCH = 500
 #: A blocked take never sends BLPOP a wait shorter than this: 0 would mean forever.
@@ -188,7 +191,7 @@ def take_op(
     while True:
         next_in: float | None = None
         while len(good) < n:
-            need = min(n - len(good), _LIMIT)  # a script reads a count as a double
+            need = min(n - len(good), _TAKE_BATCH)
             reply = yield from _call("take", _us(lease), need, *names)
             now_us, next_due = int(reply[0]), reply[1]
             next_in = None if not next_due else (int(next_due) - now_us) / 1_000_000
@@ -245,7 +248,8 @@ def take_op(
                     errors.append(err)
                 # Each refused job is no longer due: the jobs behind it may be; look again.
                 continue
-            break
+            if len(rows) < 9 * need:
+                break  # every due job was taken
         if good or deadline is None:
             return good, errors
         left = deadline - time.monotonic()
