@@ -577,3 +577,28 @@ def test_large_batches_and_pages_beyond_one_script(cache: Any, directory_cache: 
             want = local.list("default", state, after, 7)
             assert [i.id for i in got] == [i.id for i in want], (state, after)
             assert [i.state for i in got] == [i.state for i in want]
+
+
+class Stops:
+    """A registered type whose decoder is interrupted (Ctrl-C while a take decodes it)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+
+def test_a_take_interrupted_while_decoding_gives_its_jobs_back(cache: Any) -> None:
+    def interrupted(_: Any) -> Any:
+        raise KeyboardInterrupt
+
+    jobs = dc.JobQueue(cache)
+    first = jobs.put("fine")
+    dc.register_type(Stops, "tests.redis.Stops", lambda s: s.n, interrupted)
+    try:
+        second = jobs.put(Stops(1))
+        with pytest.raises(KeyboardInterrupt):
+            jobs.take_many(2)
+    finally:
+        dc.unregister_type(Stops)
+    for job_id in (first, second):
+        info = jobs.get(job_id)
+        assert (info.state, info.attempts) == ("ready", 0), "given back, the attempt uncounted"

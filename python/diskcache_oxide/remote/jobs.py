@@ -162,6 +162,55 @@ def _refusal(job_id: int, queue: str, problem: BaseException, dead: bool, delay:
     )
 
 
+#: What a take noted about a job it refused: id, queue, the decode error, ``'b'`` (buried) or
+#: ``'p'`` (passed over), whether it went to the dead letters, and its pass delay.
+_Note = tuple[int, str, BaseException, str, bool, float]
+
+
+def _decide(
+    rows: list[Any], lease: float, pickle: bool, pid: int, good: list[Taken]
+) -> tuple[list[bytes | str | int], list[_Note]]:
+    """Decode each job a take script leased (``rows``, 9 fields each): those this process can
+    read are added to ``good``; for the others, the ``refuse`` script's arguments (pass over,
+    or bury a damaged one, D-047) and what to log."""
+    refuse: list[bytes | str | int] = []
+    notes: list[_Note] = []
+    for at in range(0, len(rows), 9):
+        m, q, a, lease_no, most, ends, created, error, frame = rows[at : at + 9]
+        job_id, queue, attempts, most = int(m), _s(q), int(a), int(most)
+        try:
+            value = _core.decode_value(frame, pickle=pickle)
+        except CorruptValueError as problem:
+            # No build could read it: to the dead letters at once.
+            text = f"damaged value: {_describe(problem)}"
+            refuse += [m, lease_no, "b", _b(text), 0]
+            notes.append((job_id, queue, problem, "b", True, 0.0))
+            continue
+        except Exception as problem:
+            # Another worker may read it: pass it over, saying who could not and why.
+            text = (
+                f"passed over by a worker that cannot decode it (pid {pid}): {_describe(problem)}"
+            )
+            delay = pass_delay(attempts, lease)
+            refuse += [m, lease_no, "p", _b(text), _us(delay)]
+            notes.append((job_id, queue, problem, "p", most > 0 and attempts >= most, delay))
+            continue
+        good.append(
+            (
+                job_id,
+                queue,
+                value,
+                attempts,
+                int(lease_no),
+                most,
+                _seconds_of(ends),
+                _seconds_of(created),
+                _opt(error),
+            )
+        )
+    return refuse, notes
+
+
 def take_op(
     queues: list[str],
     lease: float,
@@ -195,44 +244,16 @@ def take_op(
             reply = yield from _call("take", _us(lease), need, *names)
             now_us, next_due = int(reply[0]), reply[1]
             next_in = None if not next_due else (int(next_due) - now_us) / 1_000_000
-            refuse: list[bytes | str | int] = []
-            notes: list[tuple[int, str, BaseException, str, bool, float]] = []
             rows = reply[2:]
-            for at in range(0, len(rows), 9):
-                m, q, a, lease_no, most, ends, created, error, frame = rows[at : at + 9]
-                job_id, queue, attempts, most = int(m), _s(q), int(a), int(most)
-                try:
-                    value = _core.decode_value(frame, pickle=pickle)
-                except CorruptValueError as problem:
-                    # No build could read it: to the dead letters at once.
-                    text = f"damaged value: {_describe(problem)}"
-                    refuse += [m, lease_no, "b", _b(text), 0]
-                    notes.append((job_id, queue, problem, "b", True, 0.0))
-                    continue
-                except Exception as problem:
-                    # Another worker may read it: pass it over, saying who could not and why.
-                    text = (
-                        f"passed over by a worker that cannot decode it (pid {pid}): "
-                        f"{_describe(problem)}"
-                    )
-                    delay = pass_delay(attempts, lease)
-                    refuse += [m, lease_no, "p", _b(text), _us(delay)]
-                    dead = most > 0 and attempts >= most
-                    notes.append((job_id, queue, problem, "p", dead, delay))
-                    continue
-                good.append(
-                    (
-                        job_id,
-                        queue,
-                        value,
-                        attempts,
-                        int(lease_no),
-                        most,
-                        _seconds_of(ends),
-                        _seconds_of(created),
-                        _opt(error),
-                    )
-                )
+            try:
+                refuse, notes = _decide(rows, lease, pickle, pid, good)
+            except BaseException:
+                # Interrupted while deciding (a decoder raised KeyboardInterrupt, say): give
+                # back every job this call holds, so none waits out its lease, then stop.
+                held = _leases(reply) + [(_member(row[0]), row[4]) for row in good]
+                for member, number in held:
+                    yield from _call("release", member, number, 0)
+                raise
             if refuse:
                 yield from _call("refuse", *refuse)
                 for job_id, queue, cause, kind, dead, delay in notes:
