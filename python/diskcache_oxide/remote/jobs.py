@@ -3,16 +3,17 @@
 :class:`RedisJobs` has the calls of the binding's ``JobsCore`` (a directory's ``Cache._jobs``),
 so :class:`~diskcache_oxide.JobQueue` runs on it unchanged, argument checks included; the
 command line and the dashboard can list, bury and purge through it too
-(``diskcache_oxide.jobs.jobs_of``). Each call is one Lua script of ``_job_scripts``, atomic
-on the namespace's slot, with the server's clock for every time: a take moves the expired
+(``diskcache_oxide.jobs.jobs_of``). Each call is a Lua script of ``_job_scripts`` (large
+batches a few), atomic on the namespace's slot, with the server's clock for every time: a take moves the expired
 leases of the queues it serves first, so a lease that runs out puts its job back with no
 sweeper process; every settling script checks the job's id and lease number (the fencing
 token, raised by every take and never lowered).
 
 The operations are written once as generators of requests (``_io``'s sans-IO shape): each
 function below that returns an :data:`~diskcache_oxide.remote._io.Op` performs no I/O, and
-:class:`RedisJobs` runs them on a blocking :class:`~diskcache_oxide.remote._io.Link`. An
-asyncio face runs the very same operations with ``await AsyncLink(...).run(op)``.
+:class:`RedisJobs` runs them on a blocking :class:`~diskcache_oxide.remote._io.Link`;
+:class:`AsyncRedisJobs` awaits the very same operations on an
+:class:`~diskcache_oxide.remote._io.AsyncLink` over a ``redis.asyncio`` client.
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ _State = Literal["ready", "leased", "dead"]
 _STATES: dict[bytes, _State] = {b"0": "ready", b"1": "leased", b"2": "dead"}
 _FATE: dict[bytes, Literal["ready", "dead"]] = {b"ready": "ready", b"dead": "dead"}
 
-#: The longest delay or lease the scripts store, in microseconds (about 142 years): a time
-#: past now plus this would leave the doubles a script computes with exact.
+#: The longest delay or lease the scripts store, in microseconds (about 142 years): now plus
+#: this stays below 2**53, where a double (a script's number) still holds every integer.
 _FURTHEST_US = 2**52
 #: put_many writes at most this many jobs per script, so a large batch never blocks the
 #: server for long (each batch is all or nothing; D-060).
