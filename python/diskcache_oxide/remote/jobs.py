@@ -3,11 +3,11 @@
 :class:`RedisJobs` has the calls of the binding's ``JobsCore`` (a directory's ``Cache._jobs``),
 so :class:`~diskcache_oxide.JobQueue` runs on it unchanged, argument checks included; the
 command line and the dashboard can list, bury and purge through it too
-(``diskcache_oxide.jobs.jobs_of``). Each call is a Lua script of ``_job_scripts`` (large
-batches a few), atomic on the namespace's slot, with the server's clock for every time: a take moves the expired
-leases of the queues it serves first, so a lease that runs out puts its job back with no
-sweeper process; every settling script checks the job's id and lease number (the fencing
-token, raised by every take and never lowered).
+(``diskcache_oxide.jobs.jobs_of``). Each call is a Lua script of ``_job_scripts`` (a large
+batch, a few), atomic on the namespace's slot, with the server's clock for every time: a take
+moves the expired leases of the queues it serves first, so a lease that runs out puts its job
+back with no sweeper process; every settling script checks the job's id and lease number (the
+fencing token, raised by every take and never lowered).
 
 The operations are written once as generators of requests (``_io``'s sans-IO shape): each
 function below that returns an :data:`~diskcache_oxide.remote._io.Op` performs no I/O, and
