@@ -98,3 +98,17 @@ def redis_cache(url: str, **settings: Any) -> Any:
 
     settings.setdefault("namespace", namespace())
     return RedisCache(url, **settings)
+
+
+def location(backend: Backend, directory: str, request: Any) -> str:
+    """Where one test's data lives on ``backend``, as a string that ``diskcache_oxide.open``
+    and a spawned process can both open: ``directory`` for a directory, else a URL naming a
+    fresh namespace on the session's server or cluster (``request``: the test's pytest
+    request, for those fixtures). Every handle opened on it shares the data, as handles on
+    one directory do."""
+    if not backend.remote:
+        return directory
+    space = namespace()
+    if backend.name == "cluster":
+        return f"{request.getfixturevalue('redis_cluster_url')}?cluster=1&namespace={space}"
+    return f"{request.getfixturevalue('redis_url')}?namespace={space}"

@@ -4,6 +4,9 @@ A job has a lasting id, a lease while a worker holds it, a count of attempts, re
 dead-letter list, delays, unique keys and priorities between queues. Timing here is kept
 to short leases and sleeps a few times longer than them; every wait has a generous upper
 bound and nothing asserts how fast a call is.
+
+A conformance module (tests/helpers/backends.py): every test that uses the ``cache`` fixture
+runs on a directory, a Redis server and a Redis Cluster (D-060).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.oxide
+pytestmark = [pytest.mark.oxide, pytest.mark.backends]
 
 
 @pytest.fixture

@@ -1,8 +1,12 @@
 """At-least-once delivery of leased jobs across real processes, with SIGKILL.
 
-Workers are spawned processes running ``queue_workers.job_worker``; each writes a log of
+Workers are spawned processes running ``job_workers.job_worker``; each writes a log of
 ``take``, ``slow`` and ``finish`` records (one ``os.write`` each). ``finish`` is logged only
 when ``JobQueue.finish`` returned True, which the lease's fencing allows once per job.
+
+A conformance module (tests/helpers/backends.py): each test runs on a directory, a Redis
+server and a Redis Cluster; the workers open the same location (a directory, or a URL naming
+the test's namespace) with ``diskcache_oxide.open`` (D-060).
 """
 
 from __future__ import annotations
@@ -16,20 +20,36 @@ import time
 from pathlib import Path
 from typing import Any
 
+import backends
+import job_workers
 import pytest
 import queue_workers as qw
 import support
 
-pytestmark = [pytest.mark.slow, pytest.mark.oxide]
+pytestmark = [pytest.mark.slow, pytest.mark.oxide, pytest.mark.backends]
 
 SPAWN = multiprocessing.get_context("spawn")
 SOAK = max(1, int(os.environ.get("DCO_QUEUE_SOAK", "1") or 1))
 
 
-def start_worker(directory: str, log: str, lease: float, work_seconds: float) -> Any:
+@pytest.fixture
+def location(backend: Any, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """Where this test's jobs live: a directory, or a Redis URL naming a fresh namespace."""
+    return backends.location(backend, str(tmp_path / "jobs"), request)
+
+
+def check_integrity(cache: Any) -> None:
+    """A directory's SQLite file is intact after the kills (a server keeps its own)."""
+    directory = getattr(cache, "directory", None)
+    cache.close()
+    if directory is not None:
+        assert support.integrity(directory) == "ok"
+
+
+def start_worker(location: str, log: str, lease: float, work_seconds: float) -> Any:
     p = SPAWN.Process(
-        target=qw.job_worker,
-        args=(support.IMPL_NAME, directory, "default", lease, work_seconds, log),
+        target=job_workers.job_worker,
+        args=(location, "default", lease, work_seconds, log),
         daemon=True,
     )
     p.start()
@@ -48,7 +68,7 @@ def wait_for(predicate: Any, timeout: float, what: str) -> None:
 
 
 def stop_and_join(cache: Any, processes: list[Any], timeout: float = 60) -> None:
-    cache.set("stop", True, retry=True)
+    cache.set("stop", True)
     deadline = time.monotonic() + timeout
     for p in processes:
         p.join(max(0.1, deadline - time.monotonic()))
@@ -59,9 +79,10 @@ def stop_and_join(cache: Any, processes: list[Any], timeout: float = 60) -> None
     assert not stuck, f"{len(stuck)} workers did not stop"
 
 
-def test_a_job_whose_worker_is_killed_is_finished_by_another(tmp_path: Path, dc: Any) -> None:
-    directory = str(tmp_path / "jobs")
-    cache = dc.Cache(directory, eviction_policy="none")
+def test_a_job_whose_worker_is_killed_is_finished_by_another(
+    tmp_path: Path, dc: Any, location: str
+) -> None:
+    cache = dc.open(location, eviction_policy="none")
     jobs = dc.JobQueue(cache)
     lease = 1.0
     ids = jobs.put_many([{"n": i} for i in range(20)])
@@ -69,7 +90,7 @@ def test_a_job_whose_worker_is_killed_is_finished_by_another(tmp_path: Path, dc:
     ids.append(slow_id)
     ids += jobs.put_many([{"n": i} for i in range(21, 30)])
     logs = [str(tmp_path / f"worker{i}.log") for i in range(3)]
-    workers = [start_worker(directory, log, lease, 0.01) for log in logs]
+    workers = [start_worker(location, log, lease, 0.01) for log in logs]
     try:
         # wait until some worker is in the middle of the slow job, then kill it
         wait_for(lambda: any(r[0] == "slow" for r in records(logs)), 60, "the slow job")
@@ -100,13 +121,13 @@ def test_a_job_whose_worker_is_killed_is_finished_by_another(tmp_path: Path, dc:
     assert all(jobs.get(job_id) is None for job_id in ids)
     counts = jobs.counts()
     assert (counts.ready, counts.scheduled, counts.leased, counts.dead) == (0, 0, 0, 0)
-    cache.close()
-    assert support.integrity(directory) == "ok"
+    check_integrity(cache)
 
 
-def test_workers_killed_at_random_every_job_is_finished(tmp_path: Path, dc: Any) -> None:
-    directory = str(tmp_path / "jobs")
-    cache = dc.Cache(directory, eviction_policy="none")
+def test_workers_killed_at_random_every_job_is_finished(
+    tmp_path: Path, dc: Any, location: str
+) -> None:
+    cache = dc.open(location, eviction_policy="none")
     jobs = dc.JobQueue(cache)
     lease = 0.5
     ids = jobs.put_many(list(range(400 * SOAK)))
@@ -118,7 +139,7 @@ def test_workers_killed_at_random_every_job_is_finished(tmp_path: Path, dc: Any)
     def launch() -> Any:
         log = str(tmp_path / f"worker{len(logs)}.log")
         logs.append(log)
-        p = start_worker(directory, log, lease, 0.02)
+        p = start_worker(location, log, lease, 0.02)
         every.append(p)
         return p
 
@@ -148,5 +169,27 @@ def test_workers_killed_at_random_every_job_is_finished(tmp_path: Path, dc: Any)
     assert len(unlogged) <= kills, f"{len(unlogged)} finishes unlogged with {kills} kills"
     assert len(set(ids) - taken) <= kills
     assert jobs.dead() == []
-    cache.close()
-    assert support.integrity(directory) == "ok"
+    check_integrity(cache)
+
+
+def test_four_workers_drain_2000_jobs_each_finished_exactly_once(
+    tmp_path: Path, dc: Any, location: str
+) -> None:
+    cache = dc.open(location, eviction_policy="none")
+    jobs = dc.JobQueue(cache)
+    ids = jobs.put_many([{"n": i} for i in range(2000)])
+    logs = [str(tmp_path / f"worker{i}.log") for i in range(4)]
+    workers = [start_worker(location, log, 30.0, 0.0) for log in logs]
+    try:
+        wait_for(lambda: len(jobs) == 0, 120, "every job to be finished")
+    finally:
+        stop_and_join(cache, workers)
+    log = records(logs)
+    finishes = collections.Counter(int(r[1]) for r in log if r[0] == "finish")
+    takes = collections.Counter(int(r[1]) for r in log if r[0] == "take")
+    # Nobody died and no lease ran out: each job was taken once and finished once.
+    assert finishes == collections.Counter(ids)
+    assert takes == collections.Counter(ids)
+    counts = jobs.counts()
+    assert (counts.ready, counts.scheduled, counts.leased, counts.dead) == (0, 0, 0, 0)
+    check_integrity(cache)

@@ -6,11 +6,14 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterable
 from concurrent.futures import Executor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._docs import mirror_docs
-from ..jobs import Job, JobCounts, JobInfo, JobQueue, Swept
+from ..jobs import Job, JobCounts, JobInfo, JobQueue, Swept, _count, _job_id, _seconds
 from ._run import T, _in_thread, _taking
+
+if TYPE_CHECKING:
+    from ..remote.jobs import AsyncRedisJobs, RedisJob
 
 # ---- leased jobs ----------------------------------------------------------------------------
 
@@ -20,17 +23,33 @@ class AsyncJobQueue:
 
     :param jobs: a :class:`JobQueue`
     :param executor: where the blocking calls run (default: the loop's default executor)
+    :param client: for a :class:`JobQueue` on a :class:`~diskcache_oxide.remote.RedisCache`, a
+        ``redis.asyncio`` client on the same server: the calls are then awaited on it (D-060),
+        holding no thread, and a waiting ``take`` is an awaited ``BLPOP``. Without it the
+        blocking calls run in ``executor``.
 
     A ``take`` whose caller is cancelled releases the jobs it got (the attempt is not
     counted). ``async with ajobs.settle(job):`` finishes the job on a clean exit, fails it
     on an ``Exception`` and releases it on cancellation.
     """
 
-    def __init__(self, jobs: JobQueue, *, executor: Executor | None = None) -> None:
+    def __init__(
+        self, jobs: JobQueue, *, executor: Executor | None = None, client: Any = None
+    ) -> None:
         if not isinstance(jobs, JobQueue):
             raise TypeError(f"jobs must be a JobQueue, not {type(jobs).__name__}")
         self._jobs = jobs
         self._executor = executor
+        self._remote: AsyncRedisJobs | None = None
+        if client is not None:
+            from ..remote.jobs import AsyncRedisJobs, RedisJobs
+
+            if not isinstance(jobs._core, RedisJobs):
+                raise TypeError(
+                    "client= is an asyncio Redis client for a JobQueue on a RedisCache; this "
+                    "JobQueue is on a directory: leave client out"
+                )
+            self._remote = AsyncRedisJobs(jobs._core, client)
 
     @property
     def jobs(self) -> JobQueue:
@@ -52,6 +71,9 @@ class AsyncJobQueue:
         unique: str | None = None,
         max_attempts: int | None = None,
     ) -> int:
+        if self._remote is not None:
+            name, wait, key, attempts = self._jobs._put_args(queue, delay, unique, max_attempts)
+            return await self._remote.put(name, value, wait, key, attempts)
         return await self._run(
             self._jobs.put,
             value,
@@ -69,6 +91,9 @@ class AsyncJobQueue:
         delay: float = 0.0,
         max_attempts: int | None = None,
     ) -> list[int]:
+        if self._remote is not None:
+            name, wait, _, attempts = self._jobs._put_args(queue, delay, None, max_attempts)
+            return await self._remote.put_many(name, values, wait, attempts)
         return await self._run(
             self._jobs.put_many, list(values), queue=queue, delay=delay, max_attempts=max_attempts
         )
@@ -80,6 +105,11 @@ class AsyncJobQueue:
     async def take_many(
         self, n: int, *, timeout: float | None = None, lease: float | None = None
     ) -> list[Job]:
+        if self._remote is not None:
+            taken, errors = await self._remote.take(*self._jobs._take_args(n, timeout, lease))
+            self._jobs._report(errors)
+            return taken
+
         def give_back(jobs: list[Job]) -> None:
             for job in jobs:
                 job.release()
@@ -90,18 +120,40 @@ class AsyncJobQueue:
             give_back,
         )
 
+    def _awaited(self, job: Job) -> tuple[AsyncRedisJobs, RedisJob] | None:
+        """Where to await the calls settling ``job``: this face's asyncio Redis storage for
+        a Redis job, or None (the blocking call then runs in the executor)."""
+        if self._remote is None:
+            return None
+        from ..remote.jobs import RedisJob
+
+        held = self._jobs._held(job)
+        return (self._remote, held) if isinstance(held, RedisJob) else None
+
     async def finish(self, job: Job) -> bool:
+        if (awaited := self._awaited(job)) is not None:
+            remote, held = awaited
+            return await remote.finish(held)
         return await self._run(self._jobs.finish, job)
 
     async def fail(
         self, job: Job, error: str | BaseException = "", *, retry_in: float = 0.0
     ) -> str | None:
+        if (awaited := self._awaited(job)) is not None:
+            remote, held = awaited
+            return await remote.fail(held, error, retry_in)
         return await self._run(self._jobs.fail, job, error, retry_in=retry_in)
 
     async def extend(self, job: Job, lease: float | None = None) -> bool:
+        if (awaited := self._awaited(job)) is not None:
+            remote, held = awaited
+            return await remote.extend(held, lease)
         return await self._run(self._jobs.extend, job, lease)
 
     async def release(self, job: Job, *, delay: float = 0.0) -> bool:
+        if (awaited := self._awaited(job)) is not None:
+            remote, held = awaited
+            return await remote.release(held, delay)
         return await self._run(self._jobs.release, job, delay=delay)
 
     @contextlib.asynccontextmanager
@@ -119,24 +171,47 @@ class AsyncJobQueue:
         await asyncio.shield(self.finish(job))
 
     async def sweep(self) -> Swept:
+        if self._remote is not None:
+            return Swept(*await self._remote.sweep(None))
         return await self._run(self._jobs.sweep)
 
     async def dead(self, *, queue: str | None = None, limit: int = 100) -> list[JobInfo]:
+        if self._remote is not None:
+            count = _count("limit", limit)
+            found: list[JobInfo] = []
+            for name in self._jobs._names(queue):
+                found.extend(await self._remote.dead(name, 0, count))
+            return self._jobs._oldest(found, count)
         return await self._run(self._jobs.dead, queue=queue, limit=limit)
 
     async def requeue(self, job_id: int, *, delay: float = 0.0) -> bool:
+        if self._remote is not None:
+            return await self._remote.requeue(_job_id(job_id), _seconds("delay", delay))
         return await self._run(self._jobs.requeue, job_id, delay=delay)
 
     async def delete(self, job_id: int) -> bool:
+        if self._remote is not None:
+            return await self._remote.delete(_job_id(job_id))
         return await self._run(self._jobs.delete, job_id)
 
     async def get(self, job_id: int) -> JobInfo | None:
+        if self._remote is not None:
+            return await self._remote.info(_job_id(job_id))
         return await self._run(self._jobs.get, job_id)
 
     async def counts(self, queue: str | None = None) -> JobCounts:
+        if self._remote is not None:
+            totals = [0, 0, 0, 0]
+            for name in self._jobs._names(queue):
+                for index, n in enumerate(await self._remote.counts(name)):
+                    totals[index] += n
+            return JobCounts(*totals)
         return await self._run(self._jobs.counts, queue)
 
     async def length(self) -> int:
+        if self._remote is not None:
+            counts = await self.counts()
+            return counts.ready + counts.scheduled + counts.leased
         return await self._run(self._jobs.__len__)
 
 
