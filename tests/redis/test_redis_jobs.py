@@ -519,6 +519,24 @@ def test_the_async_job_queue_awaits_a_redis_asyncio_client(cache: Any, url: str)
     asyncio.run(work())
 
 
+def test_the_async_job_queue_makes_its_own_asyncio_client_by_default(cache: Any) -> None:
+    """Without client=, a Redis JobQueue's async face awaits the asyncio twin of the cache's
+    client (no executor is ever used), and closing it closes only that twin."""
+
+    async def work() -> None:
+        async with AsyncJobQueue(dc.JobQueue(cache), executor=NoThreads()) as ajobs:  # type: ignore[arg-type]
+            waiting = asyncio.ensure_future(ajobs.take(timeout=30))
+            await asyncio.sleep(0.2)  # blocked in an awaited BLPOP
+            first = await ajobs.put("woken")
+            job = await waiting
+            assert job is not None and job.id == first
+            assert await ajobs.finish(job) is True
+        assert ajobs._owned is None  # closed
+        assert cache.push("still open") is not None  # the cache's own client is untouched
+
+    asyncio.run(work())
+
+
 def test_a_cancelled_async_take_holds_nothing(cache: Any, url: str) -> None:
     async def work() -> None:
         client = asyncio_client(url)

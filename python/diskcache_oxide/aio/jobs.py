@@ -9,6 +9,7 @@ from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
 from .._docs import mirror_docs
+from ..core import Cache
 from ..jobs import Job, JobCounts, JobInfo, JobQueue, Swept, _count, _job_id, _seconds
 from ._run import T, _in_thread, _taking
 
@@ -23,9 +24,10 @@ class AsyncJobQueue:
 
     :param jobs: a :class:`JobQueue`
     :param executor: where the blocking calls run (default: the loop's default executor)
-    :param client: for a :class:`JobQueue` on a :class:`~diskcache_oxide.remote.RedisCache`, a
-        ``redis.asyncio`` client on the same server: the calls are then awaited on it (D-060),
-        holding no thread, and a waiting ``take`` is an awaited ``BLPOP``. Without it the
+    :param client: for a :class:`JobQueue` on a :class:`~diskcache_oxide.remote.RedisCache`, the
+        ``redis.asyncio`` client to await its calls on (default: the asyncio twin of the
+        cache's client, :func:`~diskcache_oxide.remote.asyncio_client`). A Redis queue's calls
+        hold no thread, and a waiting ``take`` is an awaited ``BLPOP`` (D-060). A directory's
         blocking calls run in ``executor``.
 
     A ``take`` whose caller is cancelled releases the jobs it got (the attempt is not
@@ -41,15 +43,37 @@ class AsyncJobQueue:
         self._jobs = jobs
         self._executor = executor
         self._remote: AsyncRedisJobs | None = None
-        if client is not None:
-            from ..remote.jobs import AsyncRedisJobs, RedisJobs
-
-            if not isinstance(jobs._core, RedisJobs):
+        #: The asyncio client this queue made (and closes), if it made one.
+        self._owned: Any = None
+        if isinstance(jobs.cache, Cache):
+            if client is not None:
                 raise TypeError(
                     "client= is an asyncio Redis client for a JobQueue on a RedisCache; this "
                     "JobQueue is on a directory: leave client out"
                 )
+        else:
+            # A Redis namespace's jobs (so redis-py is installed): awaited on the asyncio
+            # client, never in a thread.
+            from ..remote.aio import asyncio_client
+            from ..remote.jobs import AsyncRedisJobs, RedisJobs
+
+            assert isinstance(jobs._core, RedisJobs)
+            if client is None:
+                client = self._owned = asyncio_client(jobs._core.cache.client)
             self._remote = AsyncRedisJobs(jobs._core, client)
+
+    async def close(self) -> None:
+        """Close the asyncio client this queue made for a Redis namespace (a ``client=`` given
+        to it is the caller's to close, and so is the JobQueue's own)."""
+        if self._owned is not None:
+            owned, self._owned = self._owned, None
+            await owned.aclose()
+
+    async def __aenter__(self) -> AsyncJobQueue:
+        return self
+
+    async def __aexit__(self, *exception: object) -> None:
+        await self.close()
 
     @property
     def jobs(self) -> JobQueue:

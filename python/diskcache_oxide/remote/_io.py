@@ -94,7 +94,16 @@ REPLAY_MS = 120_000
 #: a request token and, with ``replicas``, is followed by ``WAIT``, so a script added later is
 #: safe to repeat unless it is named here. (``get`` counts statistics and ``peekitem``/``list``
 #: remove expired entries: repeating those is harmless, and they need no replica.)
-READ_SCRIPTS = frozenset({"get", "get_many", "get_revision", "peek", "peekitem", "holder", "list"})
+READ_SCRIPTS = frozenset(
+    {
+        # the cache's (remote._scripts.SCRIPTS)
+        *("get", "get_many", "get_revision", "peek", "peekitem"),
+        # the claims' (remote.claims.LINKED)
+        *("claim_holder", "claim_list"),
+        # the jobs' (remote._job_scripts.JOB_SCRIPTS)
+        *("counts", "info", "list", "queues"),
+    }
+)
 
 
 #: The writes that remove data and hand it to the caller (a pull's take, a pop). When fewer
@@ -349,6 +358,17 @@ class _Base:
         self._scripts = {
             name: client.register_script(once(text) if name in self._writes else text)
             for name, text in sources.items()
+        }
+
+    def settings(self) -> dict[str, Any]:
+        """The promises this link keeps (``replicas``, ``replica_timeout``,
+        ``reconnect_for``), as keyword arguments: every other link of the same namespace, for
+        other scripts or on the other client, is made with them, so the cache's settings hold
+        for its claims and jobs too."""
+        return {
+            "replicas": self.replicas,
+            "replica_timeout": self.replica_timeout,
+            "reconnect_for": self.reconnect_for,
         }
 
     def _replicated(self, acknowledged: Any, reply: Any, name: str) -> Any:

@@ -230,9 +230,9 @@ class AsyncRedisCache(AsyncRedisCacheCalls, Namespace):
             on_decode_error = source.on_decode_error
             # The same promises as the blocking face: WAIT for as many replicas, and as long
             # a reconnect (D-061).
-            link = source._link
-            replicas, replica_timeout = link.replicas, link.replica_timeout
-            reconnect_for = link.reconnect_for
+            waits = source._link.settings()
+            replicas, replica_timeout = waits["replicas"], waits["replica_timeout"]
+            reconnect_for = waits["reconnect_for"]
         if settings.get("statistics"):
             raise ValueError(
                 "statistics=True would need a call to the server while constructing; "
@@ -257,24 +257,18 @@ class AsyncRedisCache(AsyncRedisCacheCalls, Namespace):
             raise ValueError("AsyncRedisCache needs a client made with decode_responses=False")
         self._client: Any = client
         self._fit_slice(kwargs)
-        self._waits = (replicas, replica_timeout, reconnect_for)
-        self._alink = self._linked(SCRIPTS)
+        self._alink = AsyncLink(
+            client,
+            self._base,
+            SCRIPTS,
+            replicas=replicas,
+            replica_timeout=replica_timeout,
+            reconnect_for=reconnect_for,
+        )
         self._claims_alink: AsyncLink | None = None
         self._executor = executor
         #: The takes of cancelled pulls still running and their give-backs, until they end.
         self._giving_back: set[asyncio.Task[Any]] = set()
-
-    def _linked(self, sources: dict[str, str]) -> AsyncLink:
-        """A link of this namespace for ``sources``, with its replica and reconnect settings."""
-        replicas, replica_timeout, reconnect_for = self._waits
-        return AsyncLink(
-            self._client,
-            self._base,
-            sources,
-            replicas=int(replicas),
-            replica_timeout=replica_timeout,
-            reconnect_for=reconnect_for,
-        )
 
     def __repr__(self) -> str:
         return f"AsyncRedisCache(namespace={self._namespace!r})"
@@ -483,7 +477,9 @@ class AsyncRedisCache(AsyncRedisCacheCalls, Namespace):
     async def _claim(self, op: Op[T]) -> T:
         """Await a claims operation (``remote.claims``) on the asyncio client."""
         if self._claims_alink is None:
-            self._claims_alink = self._linked(LINKED)
+            self._claims_alink = AsyncLink(
+                self._client, self._base, LINKED, **self._alink.settings()
+            )
         return await self._claims_alink.run(op)
 
     async def _storage(self, call: core.Call, op: str, arg: Any) -> Any:

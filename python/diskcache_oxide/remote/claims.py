@@ -168,15 +168,7 @@ class RedisClaims:
 
     def __init__(self, cache: RedisCache) -> None:
         self.cache = cache
-        wait = cache._link
-        self._link = Link(
-            cache._client,
-            cache._base,
-            LINKED,
-            replicas=wait.replicas,
-            replica_timeout=wait.replica_timeout,
-            reconnect_for=wait.reconnect_for,
-        )
+        self._link = Link(cache._client, cache._base, LINKED, **cache._link.settings())
 
     def __repr__(self) -> str:
         return f"RedisClaims(namespace={self.cache.namespace!r})"

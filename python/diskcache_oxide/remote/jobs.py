@@ -757,7 +757,7 @@ class RedisJobs:
 
     def __init__(self, cache: RedisCache) -> None:
         self.cache = cache
-        self._link = Link(cache.client, cache._base, JOB_SCRIPTS)
+        self._link = Link(cache.client, cache._base, JOB_SCRIPTS, **cache._link.settings())
         self._pickle = cache._pickle
         self._slice = cache._slice
 
@@ -881,7 +881,7 @@ class AsyncRedisJobs:
 
     def __init__(self, jobs: RedisJobs, client: Any) -> None:
         self.jobs = jobs
-        self._link = AsyncLink(client, jobs.cache._base, JOB_SCRIPTS)
+        self._link = AsyncLink(client, jobs.cache._base, JOB_SCRIPTS, **jobs._link.settings())
 
     def __repr__(self) -> str:
         return f"AsyncRedisJobs(namespace={self.jobs.cache.namespace!r})"
