@@ -1,4 +1,4 @@
-"""Bodies of the processes tests/redis/test_faults.py spawns (imported by name, so spawn finds
+"""Bodies of the processes tests/redis/test_redis_faults.py spawns (imported by name, so spawn finds
 them): a user's worker that drains a queue while the server restarts under it.
 
 One function per kind of drain, each with the same arguments (``url, namespace, worker, out,

@@ -782,7 +782,7 @@ def running(**settings: Any) -> Iterator[RedisServer]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Faults between the client and the server (tests/redis/test_faults.py).
+# Faults between the client and the server (tests/redis/test_redis_faults.py).
 
 
 class CuttingProxy:
