@@ -27,6 +27,10 @@ CAPABILITIES = {
     "directory": "a directory on disk: .directory, value files, the SQLite file, disk_pragmas",
     "fanout": "FanoutCache's shards",
     "atomic_batches": "pull_many as one transaction: no other pull lands between its items",
+    "settings": "a directory's settings as attributes and reset(): size_limit, cull_limit, ...",
+    "keep_expired": "writes that leave expired entries stored (cull_limit 0) until expire()",
+    "sorted_iterkeys": "iterkeys() in the keys' sorted order (numbers, then text, then bytes)",
+    "pickling": "a handle pickled and unpickled, as a worker process receives it",
 }
 
 #: The error a call of a missing capability raises, where it is not UnsupportedError: a cache
@@ -36,6 +40,10 @@ CAPABILITIES = {
 ERRORS: dict[str, type[BaseException]] = {
     "directory": AttributeError,
     "atomic_batches": AssertionError,
+    "settings": AttributeError,
+    "keep_expired": AttributeError,
+    "sorted_iterkeys": AssertionError,
+    "pickling": TypeError,
 }
 
 
@@ -76,6 +84,10 @@ _REDIS_LACKS = {
     "directory": "D-058: the data is on the server",
     "fanout": "D-058: a namespace is one hash slot; use several namespaces",
     "atomic_batches": "D-058: pull_many is one script per item",
+    "settings": "D-058: the server's configuration holds them; RedisCache has no reset()",
+    "keep_expired": "D-058: a write removes up to 10 expired entries first, always",
+    "sorted_iterkeys": "D-058: a namespace's index is in insertion order (its 'Order' note)",
+    "pickling": "D-058: a RedisCache holds a client and its connections; open one per process",
 }
 
 BACKENDS = {
@@ -98,3 +110,13 @@ def redis_cache(url: str, **settings: Any) -> Any:
 
     settings.setdefault("namespace", namespace())
     return RedisCache(url, **settings)
+
+
+def keep_expired(cache: Any) -> None:
+    """Keep a directory's writes from removing expired entries (``cull_limit`` 0), so that a
+    test meets them still stored. A Redis write always removes up to 10 first (D-058), and an
+    expired entry's hash is gone by its PEXPIREAT, so there the test meets them removed: a test
+    whose answers are the same either way calls this on every backend, and a test that counts
+    the stored expired entries says ``needs("keep_expired")`` and calls ``reset`` itself."""
+    if hasattr(cache, "reset"):
+        cache.reset("cull_limit", 0)
