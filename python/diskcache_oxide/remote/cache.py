@@ -210,7 +210,15 @@ class RedisCache:
 
     @staticmethod
     def _tag(tag: _Tag) -> bytes:
-        return b"" if tag is None else _core.encode_key(tag)
+        if tag is None:
+            return b""
+        if not isinstance(tag, (str, int, float, bytes)):
+            # A directory's tag column holds only these; the key codec would take a tuple.
+            raise TypeError(
+                "tag must be None, int, float, str or bytes, not "
+                f"{type(tag).__name__}; convert it, for example with str()"
+            )
+        return _core.encode_key(tag)
 
     @staticmethod
     def _untag(data: bytes) -> Any:
