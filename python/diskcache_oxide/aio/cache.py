@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -46,6 +47,15 @@ class AsyncCache(AsyncCacheCalls):
                 raise TypeError("settings are only accepted with a directory, not a Cache")
             self._cache = cache
         else:
+            remote = sys.modules.get("diskcache_oxide.remote.cache")  # loaded if there is one
+            if remote is not None and isinstance(cache, remote.RedisCache):
+                # Cache() would take str() of it as a directory's path, and the async calls
+                # would silently run on that new directory instead of the server.
+                raise remote.UnsupportedError(
+                    "AsyncCache over a RedisCache is not done yet (D-058): use "
+                    "aget_or_compute(redis_cache, ...) and AsyncClaims(redis_cache), or run "
+                    "the RedisCache's calls in an executor"
+                )
             self._cache = Cache(cache, **settings)
         self._executor = executor
         self._in_transaction = False
