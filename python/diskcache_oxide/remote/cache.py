@@ -526,6 +526,45 @@ class RedisCache:
         """Decorator caching a function's results by its arguments (:meth:`Cache.memoize`)."""
         return memoize_on(self, name, typed, expire, tag, ignore)
 
+    # ----- pay once --------------------------------------------------------------------------
+
+    def get_or_compute(
+        self,
+        key: Any,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        lease: float = 60.0,
+        timeout: float | None = None,
+        expire: float | None = None,
+        tag: _Tag = None,
+        namespace: str = "default",
+        if_computing: Literal["wait", "skip"] = "wait",
+        outcome: bool = False,
+        pass_claim: bool = False,
+        **kwargs: Any,
+    ) -> Any:
+        """The value of ``key``, computed by ``fn(*args, **kwargs)`` once across threads,
+        loops, processes and machines: :func:`diskcache_oxide.get_or_compute` on this cache
+        (:meth:`Cache.get_or_compute`'s parameters; claims are RedisClaims, D-058)."""
+        from ..claims import get_or_compute
+
+        return get_or_compute(
+            self,
+            key,
+            fn,
+            *args,
+            lease=lease,
+            timeout=timeout,
+            expire=expire,
+            tag=tag,
+            namespace=namespace,
+            if_computing=if_computing,
+            outcome=outcome,
+            pass_claim=pass_claim,
+            **kwargs,
+        )
+
     # ----- the queue -------------------------------------------------------------------------
 
     def push(
