@@ -17,6 +17,7 @@ gap that fails any other way is a failure.
 from __future__ import annotations
 
 import uuid
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,8 @@ CAPABILITIES = {
     "keep_expired": "writes that leave expired entries stored (cull_limit 0) until expire()",
     "sorted_iterkeys": "iterkeys() in the keys' sorted order (numbers, then text, then bytes)",
     "pickling": "a handle pickled and unpickled, as a worker process receives it",
+    "async_cache": "AsyncCache(cache): the asyncio face over the backend's cache",
+    "jobs": "JobQueue(cache): leased jobs",
 }
 
 #: The error a call of a missing capability raises, where it is not UnsupportedError: a cache
@@ -44,6 +47,7 @@ ERRORS: dict[str, type[BaseException]] = {
     "keep_expired": AttributeError,
     "sorted_iterkeys": AssertionError,
     "pickling": TypeError,
+    "jobs": TypeError,
 }
 
 
@@ -88,6 +92,8 @@ _REDIS_LACKS = {
     "keep_expired": "D-058: a write removes up to 10 expired entries first, always",
     "sorted_iterkeys": "D-058: a namespace's index is in insertion order (its 'Order' note)",
     "pickling": "D-058: a RedisCache holds a client and its connections; open one per process",
+    "async_cache": "D-058: AsyncCache on redis-py's asyncio client is not done yet",
+    "jobs": "D-058: JobQueue on Redis is not done yet",
 }
 
 BACKENDS = {
@@ -109,7 +115,32 @@ def redis_cache(url: str, **settings: Any) -> Any:
     from diskcache_oxide.remote import RedisCache
 
     settings.setdefault("namespace", namespace())
-    return RedisCache(url, **settings)
+    cache = RedisCache(url, **settings)
+    joiner = "&" if "?" in url else "?"
+    _ADDRESSES[cache] = f"{url}{joiner}namespace={settings['namespace']}"
+    return cache
+
+
+#: Where another process opens the same RedisCache: its URL with the namespace in the query.
+_ADDRESSES: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def address(cache: Any) -> str:
+    """What another process passes to ``diskcache_oxide.open`` (or a directory's ``Cache``) to
+    open the same cache: a directory's path, or a Redis cache's URL with its namespace. The
+    spawned workers of tests/helpers take it where they took a directory."""
+    found = _ADDRESSES.get(cache)
+    return found if found is not None else str(cache.directory)
+
+
+def open_address(impl: Any, address: str, **settings: Any) -> Any:
+    """Open what :func:`address` gave, in a worker process: a URL with
+    ``diskcache_oxide.open``, a path with ``impl.Cache`` (python-diskcache in reference mode)."""
+    if "://" in address:
+        import diskcache_oxide
+
+        return diskcache_oxide.open(address, **settings)
+    return impl.Cache(address, **settings)
 
 
 def keep_expired(cache: Any) -> None:
