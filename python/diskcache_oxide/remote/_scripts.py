@@ -145,23 +145,26 @@ for i = 4, #ARGV, 2 do store(ARGV[i], ARGV[i + 1], e, ARGV[3]) end
 return 1
 """
 
-# ARGV: B, member... -> number of live entries removed
+# ARGV: B, member... -> number of live entries removed. An expired entry is left for the
+# cleanup, as a directory leaves it: len() counts it until then, on both backends.
 DELETE = r"""
 local now = now_ms()
 local n = 0
 for i = 2, #ARGV do
-  if live(ARGV[i], now) then n = n + 1 end
-  remove(ARGV[i])
+  if live(ARGV[i], now) then
+    n = n + 1
+    remove(ARGV[i])
+  end
 end
 return n
 """
 
-# ARGV: B, member -> {v, e, tag} or false
+# ARGV: B, member -> {v, e, tag} or false (an expired entry is left, as by DELETE)
 POP = r"""
 local f = live(ARGV[2], now_ms())
+if not f then return false end
 local tag = tag_of(ARGV[2])
 remove(ARGV[2])
-if not f then return false end
 return {f[1], f[2] or '', tag}
 """
 
