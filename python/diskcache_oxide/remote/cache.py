@@ -241,8 +241,15 @@ class RedisCache:
         return self._client
 
     def close(self) -> None:
-        """Close the client if this cache opened it from a URL."""
-        if self._owned:
+        """Close the client's connections if this cache opened it from a URL; as a directory's
+        handle does, the cache opens new ones on its next call."""
+        if not self._owned:
+            return
+        if isinstance(self._client, redis.cluster.RedisCluster):
+            # RedisCluster.close() forgets the cluster's nodes, and its next call fails with
+            # an AttributeError; dropping the connections keeps it usable.
+            self._client.disconnect_connection_pools()  # type: ignore[no-untyped-call]
+        else:
             self._client.close()
 
     def __enter__(self) -> Self:
