@@ -556,7 +556,7 @@ class RedisCache:
         (:meth:`Cache.get_or_compute`'s parameters; claims are RedisClaims, D-058)."""
         from ..claims import get_or_compute
 
-        return get_or_compute(
+        return get_or_compute(  # type: ignore[call-overload]
             self,
             key,
             fn,
