@@ -485,16 +485,18 @@ class RedisCache:
         return int(self._client.zcard(self._keys[0]))
 
     def iterkeys(self, reverse: bool = False, prefix: str | None = None) -> Iterator[Any]:
-        """The keys in the order they were first stored (newest first with ``reverse``);
-        with ``prefix``, only the str keys that start with it, in their sorted order (as a
-        directory's range scan gives them). Pages through the index by score, so keys added
-        or removed meanwhile do not disturb it."""
+        """The keys in a directory's sorted order (largest first with ``reverse``): numbers,
+        then str keys by their UTF-8 bytes, then bytes keys, then the other keys by their
+        frame; with ``prefix``, only the str keys that start with it. The keys are read
+        first, from the index (paged by score), and sorted here; iterate the cache itself
+        for the order they were first stored."""
         if prefix is not None:
-            found = [key for key in self._keys_in_order(reverse) if type(key) is str]
+            found = [key for key in self._keys_in_order(False) if type(key) is str]
             found = [key for key in found if key.startswith(prefix)]
-            found.sort(key=lambda key: key.encode("utf-8", "surrogatepass"), reverse=reverse)
-            return iter(found)
-        return self._keys_in_order(reverse)
+        else:
+            found = list(self._keys_in_order(False))
+        found.sort(key=_sort_key, reverse=reverse)
+        return iter(found)
 
     def _keys_in_order(self, reverse: bool) -> Iterator[Any]:
         index = self._keys[0]
@@ -515,10 +517,11 @@ class RedisCache:
             last = f"({int(page[-1][1])}"
 
     def __iter__(self) -> Iterator[Any]:
-        return self.iterkeys()
+        """The keys in the order they were first stored, as a directory's cache iterates."""
+        return self._keys_in_order(False)
 
     def __reversed__(self) -> Iterator[Any]:
-        return self.iterkeys(reverse=True)
+        return self._keys_in_order(True)
 
     # ----- memoize ---------------------------------------------------------------------------
 
@@ -750,6 +753,23 @@ class RedisCache:
         member, data, expires, tagged = found
         item = (self._key(member), self._decode(data))
         return shaped(item, self._expires(expires), self._untag(tagged), expire_time, tag)
+
+
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _sort_key(key: Any) -> tuple[int, Any]:
+    """Where ``key`` sorts in a directory's key index: SQLite orders numbers (ints that fit
+    64 bits, floats) before text before blobs; a key of another type is a blob there too,
+    placed here after the bytes keys, by its frame."""
+    kind = type(key)
+    if (kind is int and _INT64[0] <= key <= _INT64[1]) or kind is float:
+        return (0, key)
+    if kind is str:
+        return (1, key.encode("utf-8", "surrogatepass"))
+    if kind is bytes:
+        return (2, key)
+    return (3, _core.encode_key(key))
 
 
 def open_client(url: str, timeout: float = 60.0) -> Any:
