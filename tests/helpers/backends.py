@@ -30,7 +30,6 @@ CAPABILITIES = {
     "atomic_batches": "pull_many as one transaction: no other pull lands between its items",
     "settings": "a directory's settings as attributes and reset(): size_limit, cull_limit, ...",
     "keep_expired": "writes that leave expired entries stored (cull_limit 0) until expire()",
-    "sorted_iterkeys": "iterkeys() in the keys' sorted order (numbers, then text, then bytes)",
     "pickling": "a handle pickled and unpickled, as a worker process receives it",
     "async_cache": "AsyncCache(cache): the asyncio face over the backend's cache",
     "jobs": "JobQueue(cache): leased jobs",
@@ -45,7 +44,6 @@ ERRORS: dict[str, type[BaseException]] = {
     "atomic_batches": AssertionError,
     "settings": AttributeError,
     "keep_expired": AttributeError,
-    "sorted_iterkeys": AssertionError,
     "pickling": TypeError,
     "jobs": TypeError,
 }
@@ -90,7 +88,6 @@ _REDIS_LACKS = {
     "atomic_batches": "D-058: pull_many is one script per item",
     "settings": "D-058: the server's configuration holds them; RedisCache has no reset()",
     "keep_expired": "D-058: a write removes up to 10 expired entries first, always",
-    "sorted_iterkeys": "D-058: a namespace's index is in insertion order (its 'Order' note)",
     "pickling": "D-058: a RedisCache holds a client and its connections; open one per process",
     "async_cache": "D-058: AsyncCache on redis-py's asyncio client is not done yet",
     "jobs": "D-058: JobQueue on Redis is not done yet",
