@@ -128,20 +128,23 @@ return 1
 """
 
 # ARGV: B, member, v, expire ms ('' = never), tag ('' = none), only if absent ('1'/'0') -> 1/0
+# The cleanup runs after the write, as a directory's cull does: an entry stored already expired
+# is removed by its own write, and one stored over an expired entry keeps that entry's place.
+# An add that stores nothing writes nothing, and cleans up nothing.
 SET = r"""
 local now = now_ms()
-cull(now, CULL)
 if ARGV[6] == '1' and live(ARGV[2], now) then return 0 end
 store(ARGV[2], ARGV[3], expiry(now, ARGV[4]), ARGV[5])
+cull(now, CULL)
 return 1
 """
 
 # ARGV: B, expire ms, tag, member1, v1, member2, v2, ...
 SET_MANY = r"""
 local now = now_ms()
-cull(now, CULL)
 local e = expiry(now, ARGV[2])
 for i = 4, #ARGV, 2 do store(ARGV[i], ARGV[i + 1], e, ARGV[3]) end
+cull(now, CULL)
 return 1
 """
 
