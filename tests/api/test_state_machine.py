@@ -5,8 +5,8 @@ expiry is "never", "far future" or "already past", so no outcome depends on timi
 
 Part of the conformance suite (tests/helpers/backends.py): the same machine runs on a Redis
 server and a cluster, where the model knows the two things D-058 says differ: a write removes
-up to 10 expired entries first (it cannot be switched off, capability ``keep_expired``), and a
-float key equal to an int is listed back as the int.
+up to 10 expired entries after it writes (it cannot be switched off, capability
+``keep_expired``), and a float key equal to an int is listed back as the int.
 """
 
 from __future__ import annotations
@@ -92,7 +92,8 @@ class CacheMachine(RuleBasedStateMachine):
         return key
 
     def cull(self) -> None:
-        """A Redis write first removes up to 10 expired entries, the first to expire first."""
+        """A Redis write then removes up to 10 expired entries, the first to expire first (its
+        own, if it stored one already expired)."""
         if not self.remote:
             return
         doomed = sorted(
@@ -126,16 +127,16 @@ class CacheMachine(RuleBasedStateMachine):
     @rule(h=handles, key=keys, value=values, expire=expiries, tag=tags)
     def set(self, h, key, value, expire, tag):
         assert self.caches[h].set(key, value, expire=expire, tag=tag) is True
-        self.cull()
         self.store(key, value, expire, tag)
+        self.cull()
 
     @rule(h=handles, key=keys, value=values, expire=expiries, tag=tags)
     def add(self, h, key, value, expire, tag):
         expected = self.live(key) is None
         self.assert_same(expected, self.caches[h].add(key, value, expire=expire, tag=tag))
-        self.cull()
         if expected:
             self.store(key, value, expire, tag)
+            self.cull()
 
     @rule(h=handles, key=keys)
     def get(self, h, key):
