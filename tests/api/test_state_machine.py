@@ -96,10 +96,8 @@ class CacheMachine(RuleBasedStateMachine):
         own, if it stored one already expired)."""
         if not self.remote:
             return
-        doomed = sorted(
-            (e.expired_at, ident) for ident, e in self.model.items() if e.expired
-        )[:REDIS_CULL]
-        for _, ident in doomed:
+        expired = sorted((e.expired_at, ident) for ident, e in self.model.items() if e.expired)
+        for _, ident in expired[:REDIS_CULL]:
             del self.model[ident]
 
     def expired_now(self, entry: Entry) -> None:

@@ -270,7 +270,10 @@ def expected_pattern(output: str) -> str:
 
 @pytest.mark.parametrize(
     "example",
-    [pytest.param(e, id=e.name, marks=[pytest.mark.needs(*e.needs)] if e.needs else []) for e in SESSION],
+    [
+        pytest.param(e, id=e.name, marks=[pytest.mark.needs(*e.needs)] if e.needs else [])
+        for e in SESSION
+    ],
 )
 def test_example_prints_what_the_page_shows(example: Example, session: Any) -> None:
     printed = session(example)
