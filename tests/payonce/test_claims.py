@@ -154,11 +154,9 @@ def test_claim_is_visible_to_another_process(cache: Any) -> None:
         assert pool.apply(pw.try_claim, (address(cache), "shared")) is True
 
 
-def test_clearing_evicting_expiring_and_culling_the_cache_never_remove_a_live_claim(
-    tmp_path: Any,
-) -> None:
-    # A tiny size limit: filling the cache culls it again and again.
-    cache = dc.Cache(str(tmp_path / "small"), size_limit=50_000, cull_limit=100)
+def _fill_and_empty(cache: Any) -> Any:
+    """Take a claim, then fill the cache (with expiring and tagged entries) and empty it every
+    way it can be emptied but culling; the claim."""
     claims = Claims(cache)
     claim = claims.try_acquire(("article", 1), lease=30)
     assert claim is not None
@@ -167,6 +165,28 @@ def test_clearing_evicting_expiring_and_culling_the_cache_never_remove_a_live_cl
     time.sleep(0.02)
     cache.expire()
     cache.evict("t")
+    return claim
+
+
+def test_clearing_evicting_and_expiring_the_cache_never_remove_a_live_claim(cache: Any) -> None:
+    claims = Claims(cache)
+    claim = _fill_and_empty(cache)
+    cache.clear()
+    assert len(cache) == 0
+    held = claims.holder(("article", 1))
+    assert held is not None and held.token == claim.token
+    assert claims.try_acquire(("article", 1), lease=30) is None, "nobody else can take it"
+    assert claims.list() == [(("article", 1), held)]
+
+
+@pytest.mark.needs("culling")
+def test_clearing_evicting_expiring_and_culling_the_cache_never_remove_a_live_claim(
+    make_cache: Any,
+) -> None:
+    # A tiny size limit: filling the cache culls it again and again.
+    cache = make_cache("small", size_limit=50_000, cull_limit=100)
+    claims = Claims(cache)
+    claim = _fill_and_empty(cache)
     cache.cull()
     cache.clear()
     assert len(cache) == 0
