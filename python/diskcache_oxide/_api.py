@@ -445,6 +445,9 @@ class Face:
     :param typing: lines for the type checker at the module's top (a ``TypeVar``)
     :param awaited: on an async face, whether the member is ``async def`` (default: every
         one); a member that gives a context manager (``transact``) is a plain ``def``
+    :param refuses: whether the member only raises (a call the backend cannot hold): it is
+        declared ``-> NoReturn``, so code typed for either backend's cache (``Cache |
+        RedisCache``) reads as the call that does return
     """
 
     module: str
@@ -460,6 +463,7 @@ class Face:
     base: str | None = None
     typing: tuple[str, ...] = ()
     awaited: Callable[[Call, Any], bool] = lambda _call, _entry: True
+    refuses: Callable[[Call, Any], bool] = lambda _call, _entry: False
 
 
 def _null_body(call: Call, miss: Miss, body: Body) -> list[str]:
@@ -622,6 +626,7 @@ FACES: tuple[Face, ...] = (
         imports=("from ..remote import _ops",),
         declares=("_link: Link",),
         base="Namespace",
+        refuses=lambda _call, remote: remote.op is None,
     ),
     Face(
         module="remote_aio",
@@ -642,5 +647,6 @@ FACES: tuple[Face, ...] = (
         # AsyncCache's awaitables are awaited; transact() gives a context manager on AsyncCache,
         # so here it stays a plain def that raises when it is called.
         awaited=lambda call, _remote: call.aio is not None,
+        refuses=lambda _call, remote: remote.op is None,
     ),
 )

@@ -38,6 +38,7 @@ _LEAD_WIDTH = _WIDTH - 8 - 3  # a method's docstring opens 8 columns in, after i
 _TYPE_NAMES = {
     "Any": "from typing import Any",
     "Literal": "from typing import Literal",
+    "NoReturn": "from typing import NoReturn",
     "TypeVar": "from typing import TypeVar",
     "Callable": "from collections.abc import Callable",
     "Iterable": "from collections.abc import Iterable",
@@ -123,7 +124,8 @@ class _Signature:
     passed: list[str]
     parameters: list[str]  # every parameter's name, self first
     returns: str
-    types: set[str]  # names the annotations use
+    types: set[str]  # names the parameters' annotations use
+    returned: set[str]  # names the return annotation uses
     values: set[str]  # names the defaults use
 
 
@@ -131,7 +133,7 @@ def _signature(declared: _Declared, live: inspect.Signature) -> _Signature:
     """The member's parameters: their kinds (``/``, ``*``) from the built Cache's signature,
     which is what a call sees; their annotations and defaults as the ``def`` writes them."""
     node, arguments = declared.node, declared.node.args
-    types: set[str] = _names(node.returns)
+    types: set[str] = set()
     values: set[str] = set()
     written: dict[str, tuple[ast.arg, ast.expr | None]] = {}
     positional = [*arguments.posonlyargs, *arguments.args]
@@ -183,7 +185,7 @@ def _signature(declared: _Declared, live: inspect.Signature) -> _Signature:
         else:
             passed.append(param.name)
     returns = "Any" if node.returns is None else declared.text(node.returns)
-    return _Signature(defined, passed, list(written), returns, types, values)
+    return _Signature(defined, passed, list(written), returns, types, _names(node.returns), values)
 
 
 # ----- laying out source as ruff format does ----------------------------------------------
@@ -402,7 +404,11 @@ def _method(
         raise ValueError(f"Cache.{call.name} has no def in core.py or _core.pyi")
     member = getattr(cache, call.name)
     signature = _signature(declared[call.name], inspect.signature(member))
-    imports.names(signature.types, _TYPE_NAMES, at_run_time=False)
+    # A member that only raises is declared NoReturn, whatever Cache's call returns.
+    refused = face.refuses(call, entry)
+    returns = "NoReturn" if refused else signature.returns
+    returned = {"NoReturn"} if refused else signature.returned
+    imports.names(signature.types | returned, _TYPE_NAMES, at_run_time=False)
     imports.names(signature.values, _VALUE_NAMES, at_run_time=True)
 
     def outcome(miss: Miss, caught: bool) -> str:
@@ -411,7 +417,7 @@ def _method(
     body = Body(call, ", ".join(signature.passed), outcome, signature.returns != "None")
     name = face.renamed(call, entry)
     keyword = "async def" if face.is_async and face.awaited(call, entry) else "def"
-    lines = _bracketed(4, f"{keyword} {name}", signature.defined, f" -> {signature.returns}:")
+    lines = _bracketed(4, f"{keyword} {name}", signature.defined, f" -> {returns}:")
     lead = textwrap.fill(face.lead(call, entry), _LEAD_WIDTH)
     own = inspect.getdoc(member)
     lines += _docstring(8, "\n\n".join(part for part in (lead, own) if part))

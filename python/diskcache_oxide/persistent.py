@@ -6,6 +6,13 @@ at either end); an ``Index`` is a mapping whose iteration order is the order key
 first stored. Every process and thread that opens the same directory sees the same
 collection. The caches they open use ``eviction_policy='none'``: a collection must never
 lose an item to the size limit. See docs/guide-collections-and-recipes.md.
+
+``Deque.fromcache`` and ``Index.fromcache`` also take a
+:class:`~diskcache_oxide.remote.RedisCache` (issue 21, D-058): every call that is one cache
+call, or one script, works there as on a directory; a call that needs several cache calls to
+be one transaction (a bounded deque's trim, ``rotate``, ``reverse``, setting an item by
+position, ``transact()``) raises :class:`~diskcache_oxide.remote.UnsupportedError`, and
+``Index.update`` and ``popitem``, ``del deque[i]`` and ``remove`` take a lock-free path there.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import contextlib
 import itertools
 import operator
 import os
+import sys
 from collections import OrderedDict
 from collections.abc import (
     Callable,
@@ -24,9 +32,12 @@ from collections.abc import (
     MutableMapping,
     Sequence,
 )
-from typing import Any, Literal, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 from .core import ENOVAL, Cache, Memoized
+
+if TYPE_CHECKING:  # only for annotations: redis-py is an extra
+    from .remote.cache import RedisCache
 
 __all__ = ["Deque", "Index"]
 
@@ -56,7 +67,34 @@ def _check_maxlen(maxlen: float | None) -> int | None:
     return maxlen
 
 
-def _values(cache: Cache, keys: Iterator[Any]) -> Iterator[Any]:
+def _on_redis(cache: Cache | RedisCache) -> bool:
+    """Whether ``cache`` is a RedisCache (its module is loaded if there is one)."""
+    remote = sys.modules.get("diskcache_oxide.remote.cache")
+    return remote is not None and isinstance(cache, remote.RedisCache)
+
+
+def _checked(cache: Any, cls: str) -> Cache | RedisCache:
+    """``cache`` if a collection can live in it: a Cache or a RedisCache."""
+    if not isinstance(cache, Cache) and not _on_redis(cache):
+        raise TypeError(
+            f"{cls}.fromcache() takes a Cache or a RedisCache, not {type(cache).__name__}"
+        )
+    checked: Cache | RedisCache = cache
+    return checked
+
+
+def _unsupported(what: str) -> Exception:
+    """The clear error for a collection call that cannot hold on Redis (D-058)."""
+    from .remote import UnsupportedError
+
+    return UnsupportedError(
+        f"{what} on a RedisCache needs several calls to be one transaction, which Redis "
+        "cannot hold (D-058); use a directory's Cache for it, or the calls that are one "
+        "script: append, appendleft, extend, pop, popleft, peek, del deque[i], clear"
+    )
+
+
+def _values(cache: Cache | RedisCache, keys: Iterator[Any]) -> Iterator[Any]:
     """The values of ``keys`` in order, read in batches; keys removed meanwhile are skipped."""
     while True:
         batch = list(itertools.islice(keys, _BATCH))
@@ -102,7 +140,7 @@ class Deque(Sequence[Any]):
     ``count`` and iteration walk the keys, so they cost time linear in the length.
     """
 
-    _cache: Cache
+    _cache: Cache | RedisCache
     _maxlen: int | None
 
     def __init__(
@@ -117,29 +155,38 @@ class Deque(Sequence[Any]):
 
     @classmethod
     def fromcache(
-        cls: type[_D], cache: Cache, iterable: Iterable[Any] = (), maxlen: int | None = None
+        cls: type[_D],
+        cache: Cache | RedisCache,
+        iterable: Iterable[Any] = (),
+        maxlen: int | None = None,
     ) -> _D:
-        """A deque over ``cache``, an open :class:`Cache` that holds nothing else.
+        """A deque over ``cache``, an open :class:`Cache` or
+        :class:`~diskcache_oxide.remote.RedisCache` that holds nothing else.
 
         The cache should use ``eviction_policy='none'``.
+
+        :raises UnsupportedError: for a ``maxlen`` on a RedisCache (trimming to it takes
+            several calls in one transaction)
         """
         self = cls.__new__(cls)
+        self._cache = _checked(cache, "Deque")
         self._maxlen = _check_maxlen(maxlen)
-        self._cache = cache
+        if self._maxlen is not None and _on_redis(cache):
+            raise _unsupported("a bounded Deque (maxlen)")
         self.extend(iterable)
         return self
 
     # ------------------------------------------------------------------ attributes
 
     @property
-    def cache(self) -> Cache:
+    def cache(self) -> Cache | RedisCache:
         """The cache the items live in."""
         return self._cache
 
     @property
     def directory(self) -> str:
-        """The directory the items live in."""
-        return self._cache.directory
+        """The directory the items live in (a RedisCache has none: AttributeError)."""
+        return self._cache.directory  # type: ignore[union-attr]
 
     @property
     def maxlen(self) -> float:
@@ -149,7 +196,12 @@ class Deque(Sequence[Any]):
     @maxlen.setter
     def maxlen(self, value: int | None) -> None:
         """Change the bound, dropping items from the front until the deque fits."""
-        self._maxlen = _check_maxlen(value)
+        maxlen = _check_maxlen(value)
+        if maxlen is not None and _on_redis(self._cache):
+            raise _unsupported("a bounded Deque (maxlen)")
+        self._maxlen = maxlen
+        if maxlen is None:
+            return  # nothing to trim
         with self._cache.transact(retry=True):
             self._trim("front")
 
@@ -165,12 +217,18 @@ class Deque(Sequence[Any]):
 
     def append(self, value: Any) -> None:
         """Add ``value`` at the back; with a full ``maxlen``, drop the front item."""
+        if self._maxlen is None and _on_redis(self._cache):
+            self._cache.push(value)  # one script: nothing to trim
+            return
         with self._cache.transact(retry=True):
             self._cache.push(value, retry=True)
             self._trim("front")
 
     def appendleft(self, value: Any) -> None:
         """Add ``value`` at the front; with a full ``maxlen``, drop the back item."""
+        if self._maxlen is None and _on_redis(self._cache):
+            self._cache.push(value, side="front")
+            return
         with self._cache.transact(retry=True):
             self._cache.push(value, side="front", retry=True)
             self._trim("back")
@@ -183,6 +241,9 @@ class Deque(Sequence[Any]):
             batch = list(itertools.islice(values, _PUSH_BATCH))
             if not batch:
                 return
+            if self._maxlen is None and _on_redis(self._cache):
+                self._cache.push_many(batch, side=side)  # one script, all or nothing
+                continue
             with self._cache.transact(retry=True):
                 self._cache.push_many(batch, side=side)
                 self._trim(trim)
@@ -255,6 +316,8 @@ class Deque(Sequence[Any]):
         raise IndexError("deque index out of range")
 
     def _at(self, index: int, action: Callable[[Any], Any]) -> Any:
+        if _on_redis(self._cache):
+            raise _unsupported("setting a Deque's item by position")
         with self._cache.transact(retry=True):
             return action(self._key_at(index))
 
@@ -282,6 +345,12 @@ class Deque(Sequence[Any]):
 
         :raises IndexError: if ``index`` is out of range
         """
+        if _on_redis(self._cache):
+            # Lock-free: remove the key found at ``index`` only if it is still there; if
+            # another caller removed it first, the positions moved: walk again.
+            while not self._cache.delete(self._key_at(index)):
+                pass
+            return
         self._at(index, self._cache.__delitem__)
 
     # ------------------------------------------------------------------ whole deque
@@ -344,6 +413,8 @@ class Deque(Sequence[Any]):
     def reverse(self) -> None:
         """Reverse the items in place, in one transaction."""
         cache = self._cache
+        if _on_redis(cache):
+            raise _unsupported("Deque.reverse()")
         with cache.transact(retry=True):
             keys = list(cache.iterkeys())
             for front, back in zip(keys[: len(keys) // 2], reversed(keys), strict=False):
@@ -357,6 +428,8 @@ class Deque(Sequence[Any]):
         if not isinstance(steps, int):
             raise TypeError(f"integer argument expected, got {type(steps).__name__}")
         cache = self._cache
+        if _on_redis(cache):
+            raise _unsupported("Deque.rotate()")
         with cache.transact(retry=True):
             size = len(cache)
             if not size:
@@ -383,13 +456,15 @@ class Deque(Sequence[Any]):
     __ge__ = _compare(operator.ge, "__ge__")
     __hash__ = None  # type: ignore[assignment]
 
-    def __getstate__(self) -> tuple[Cache, int | None]:
+    def __getstate__(self) -> tuple[Cache | RedisCache, int | None]:
         return self._cache, self._maxlen
 
-    def __setstate__(self, state: tuple[Cache, int | None]) -> None:
+    def __setstate__(self, state: tuple[Cache | RedisCache, int | None]) -> None:
         self._cache, self._maxlen = state
 
     def __repr__(self) -> str:
+        if _on_redis(self._cache):
+            return f"{type(self).__name__}(namespace={self._cache.namespace!r})"  # type: ignore[union-attr]
         return f"{type(self).__name__}(directory={self.directory!r})"
 
 
@@ -406,7 +481,7 @@ class Index(MutableMapping[Any, Any]):
     ``True``.
     """
 
-    _cache: Cache
+    _cache: Cache | RedisCache
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         directory: str | None = None
@@ -419,25 +494,26 @@ class Index(MutableMapping[Any, Any]):
         self.update(*args, **kwargs)
 
     @classmethod
-    def fromcache(cls: type[_I], cache: Cache, *args: Any, **kwargs: Any) -> _I:
-        """An index over ``cache``, an open :class:`Cache`, updated with ``args``/``kwargs``.
+    def fromcache(cls: type[_I], cache: Cache | RedisCache, *args: Any, **kwargs: Any) -> _I:
+        """An index over ``cache``, an open :class:`Cache` or
+        :class:`~diskcache_oxide.remote.RedisCache`, updated with ``args``/``kwargs``.
 
         The cache should use ``eviction_policy='none'``.
         """
         self = cls.__new__(cls)
-        self._cache = cache
+        self._cache = _checked(cache, "Index")
         self.update(*args, **kwargs)
         return self
 
     @property
-    def cache(self) -> Cache:
+    def cache(self) -> Cache | RedisCache:
         """The cache the items live in."""
         return self._cache
 
     @property
     def directory(self) -> str:
-        """The directory the items live in."""
-        return self._cache.directory
+        """The directory the items live in (a RedisCache has none: AttributeError)."""
+        return self._cache.directory  # type: ignore[union-attr]
 
     # ------------------------------------------------------------------ mapping
 
@@ -481,6 +557,23 @@ class Index(MutableMapping[Any, Any]):
         """Store items as ``dict.update`` does, in one transaction."""
         if not args and not kwargs:
             return
+        if _on_redis(self._cache):
+            # One set_many script stores them all at once, in order (a later pair of one
+            # key wins, as in dict.update).
+            if len(args) > 1:
+                raise TypeError(f"update expected at most 1 argument, got {len(args)}")
+            pairs: list[tuple[Any, Any]] = []
+            if args:
+                other = args[0]
+                if isinstance(other, Mapping):
+                    pairs += [(key, other[key]) for key in other]
+                elif hasattr(other, "keys"):
+                    pairs += [(key, other[key]) for key in other.keys()]
+                else:
+                    pairs += [(key, value) for key, value in other]
+            pairs += list(kwargs.items())
+            self._cache.set_many(pairs)
+            return
         with self._cache.transact(retry=True):
             MutableMapping.update(self, *args, **kwargs)
 
@@ -510,6 +603,14 @@ class Index(MutableMapping[Any, Any]):
         :raises KeyError: if the index is empty
         """
         cache = self._cache
+        if _on_redis(cache):
+            # Lock-free: pop the key found at that end; if another caller removed it first,
+            # look again.
+            while True:
+                key, _ = cache.peekitem(last=last)
+                value = cache.pop(key, ENOVAL)
+                if value is not ENOVAL:
+                    return key, value
         with cache.transact(retry=True):
             key, value = cache.peekitem(last=last)
             del cache[key]
@@ -575,11 +676,13 @@ class Index(MutableMapping[Any, Any]):
 
     __hash__ = None  # type: ignore[assignment]
 
-    def __getstate__(self) -> Cache:
+    def __getstate__(self) -> Cache | RedisCache:
         return self._cache
 
-    def __setstate__(self, state: Cache) -> None:
+    def __setstate__(self, state: Cache | RedisCache) -> None:
         self._cache = state
 
     def __repr__(self) -> str:
+        if _on_redis(self._cache):
+            return f"{type(self).__name__}(namespace={self._cache.namespace!r})"  # type: ignore[union-attr]
         return f"{type(self).__name__}({self.directory!r})"

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import pytest
 
+#: The conformance suite: each cache test runs on a directory, a Redis server and a cluster.
+pytestmark = pytest.mark.backends
+
 # ----------------------------------------------------------------------------- one key or two
 
 

@@ -18,6 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import explain_difference
 
+#: The conformance suite: each cache test runs on a directory, a Redis server and a cluster.
+pytestmark = pytest.mark.backends
+
 UTC = dt.timezone.utc
 IST = dt.timezone(dt.timedelta(hours=5, minutes=30), "IST")
 WEST = dt.timezone(dt.timedelta(hours=-3, minutes=-15, seconds=-7, microseconds=-11))

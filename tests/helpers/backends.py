@@ -17,6 +17,7 @@ gap that fails any other way is a failure.
 from __future__ import annotations
 
 import uuid
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,9 @@ CAPABILITIES = {
     "directory": "a directory on disk: .directory, value files, the SQLite file, disk_pragmas",
     "fanout": "FanoutCache's shards",
     "atomic_batches": "pull_many as one transaction: no other pull lands between its items",
+    "settings": "a directory's settings as attributes and reset(): size_limit, cull_limit, ...",
+    "keep_expired": "writes that leave expired entries stored (cull_limit 0) until expire()",
+    "pickling": "a handle pickled and unpickled, as a worker process receives it",
 }
 
 #: The error a call of a missing capability raises, where it is not UnsupportedError: a cache
@@ -36,6 +40,9 @@ CAPABILITIES = {
 ERRORS: dict[str, type[BaseException]] = {
     "directory": AttributeError,
     "atomic_batches": AssertionError,
+    "settings": AttributeError,
+    "keep_expired": AttributeError,
+    "pickling": TypeError,
 }
 
 
@@ -76,6 +83,9 @@ _REDIS_LACKS = {
     "directory": "D-058: the data is on the server",
     "fanout": "D-058: a namespace is one hash slot; use several namespaces",
     "atomic_batches": "D-058: pull_many is one script per item",
+    "settings": "D-058: the server's configuration holds them; RedisCache has no reset()",
+    "keep_expired": "D-058: a write removes up to 10 expired entries first, always",
+    "pickling": "D-058: a RedisCache holds a client and its connections; open one per process",
 }
 
 BACKENDS = {
@@ -97,7 +107,42 @@ def redis_cache(url: str, **settings: Any) -> Any:
     from diskcache_oxide.remote import RedisCache
 
     settings.setdefault("namespace", namespace())
-    return RedisCache(url, **settings)
+    cache = RedisCache(url, **settings)
+    joiner = "&" if "?" in url else "?"
+    _ADDRESSES[cache] = f"{url}{joiner}namespace={settings['namespace']}"
+    return cache
+
+
+#: Where another process opens the same RedisCache: its URL with the namespace in the query.
+_ADDRESSES: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def address(cache: Any) -> str:
+    """What another process passes to ``diskcache_oxide.open`` (or a directory's ``Cache``) to
+    open the same cache: a directory's path, or a Redis cache's URL with its namespace. The
+    spawned workers of tests/helpers take it where they took a directory."""
+    found = _ADDRESSES.get(cache)
+    return found if found is not None else str(cache.directory)
+
+
+def open_address(impl: Any, address: str, **settings: Any) -> Any:
+    """Open what :func:`address` gave, in a worker process: a URL with
+    ``diskcache_oxide.open``, a path with ``impl.Cache`` (python-diskcache in reference mode)."""
+    if "://" in address:
+        import diskcache_oxide
+
+        return diskcache_oxide.open(address, **settings)
+    return impl.Cache(address, **settings)
+
+
+def keep_expired(cache: Any) -> None:
+    """Keep a directory's writes from removing expired entries (``cull_limit`` 0), so that a
+    test meets them still stored. A Redis write always removes up to 10 first (D-058), and an
+    expired entry's hash is gone by its PEXPIREAT, so there the test meets them removed: a test
+    whose answers are the same either way calls this on every backend, and a test that counts
+    the stored expired entries says ``needs("keep_expired")`` and calls ``reset`` itself."""
+    if hasattr(cache, "reset"):
+        cache.reset("cull_limit", 0)
 
 
 def location(backend: Backend, directory: str, request: Any) -> str:

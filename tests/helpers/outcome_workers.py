@@ -21,6 +21,11 @@ CALLS = "calls"
 
 
 def _open(directory: str) -> Cache:
+    # The test's cache: a directory, or a Redis URL with its namespace (backends.address).
+    if "://" in directory:
+        import diskcache_oxide
+
+        return diskcache_oxide.open(directory, eviction_policy="none")  # type: ignore[no-any-return]
     return Cache(directory, eviction_policy="none")
 
 

@@ -19,6 +19,9 @@ DONE_KEY = "producers-done"
 
 
 def _open(impl_name: str, directory: str) -> Any:
+    # A directory, or a Redis URL with its namespace (tests/helpers/backends.address).
+    if "://" in directory:
+        return importlib.import_module("diskcache_oxide").open(directory, timeout=60)
     return importlib.import_module(impl_name).Cache(directory, timeout=60)
 
 

@@ -9,8 +9,11 @@ from typing import Any
 
 import payonce_workers as pw
 import pytest
+from backends import address
 
-pytestmark = pytest.mark.oxide
+#: The conformance suite: each test with a cache runs on a directory, a Redis server and a
+#: cluster (claims.backend_of gives RedisClaims there).
+pytestmark = [pytest.mark.oxide, pytest.mark.backends]
 
 dc = pytest.importorskip("diskcache_oxide")
 from diskcache_oxide.aio import AsyncClaims, acompute_once  # noqa: E402
@@ -20,9 +23,10 @@ SPAWN = multiprocessing.get_context("spawn")
 
 
 @pytest.fixture
-def cache(tmp_path: Any) -> Any:
-    with dc.Cache(str(tmp_path / "c"), eviction_policy="none") as c:
-        yield c
+def cache(make_cache: Any) -> Any:
+    """The cache under test: a directory, a Redis server's namespace or a cluster's (the
+    conformance suite runs this module on each)."""
+    return make_cache("c", eviction_policy="none")
 
 
 def test_acquire_is_exclusive_and_release_frees(cache: Any) -> None:
@@ -144,17 +148,15 @@ def test_claim_is_visible_to_another_process(cache: Any) -> None:
     assert claim is not None
     with SPAWN.Pool(1) as pool:
         # held here: the other process cannot take it, nor release it with a wrong token
-        assert pool.apply(pw.try_claim, (cache.directory, "shared")) is False
+        assert pool.apply(pw.try_claim, (address(cache), "shared")) is False
         # but the owner's token works from there
-        assert pool.apply(pw.release_claim, (cache.directory, "shared", claim.token)) is True
-        assert pool.apply(pw.try_claim, (cache.directory, "shared")) is True
+        assert pool.apply(pw.release_claim, (address(cache), "shared", claim.token)) is True
+        assert pool.apply(pw.try_claim, (address(cache), "shared")) is True
 
 
-def test_clearing_evicting_expiring_and_culling_the_cache_never_remove_a_live_claim(
-    tmp_path: Any,
-) -> None:
-    # A tiny size limit: filling the cache culls it again and again.
-    cache = dc.Cache(str(tmp_path / "small"), size_limit=50_000, cull_limit=100)
+def _fill_and_empty(cache: Any) -> Any:
+    """Take a claim, then fill the cache (with expiring and tagged entries) and empty it every
+    way it can be emptied but culling; the claim."""
     claims = Claims(cache)
     claim = claims.try_acquire(("article", 1), lease=30)
     assert claim is not None
@@ -163,6 +165,28 @@ def test_clearing_evicting_expiring_and_culling_the_cache_never_remove_a_live_cl
     time.sleep(0.02)
     cache.expire()
     cache.evict("t")
+    return claim
+
+
+def test_clearing_evicting_and_expiring_the_cache_never_remove_a_live_claim(cache: Any) -> None:
+    claims = Claims(cache)
+    claim = _fill_and_empty(cache)
+    cache.clear()
+    assert len(cache) == 0
+    held = claims.holder(("article", 1))
+    assert held is not None and held.token == claim.token
+    assert claims.try_acquire(("article", 1), lease=30) is None, "nobody else can take it"
+    assert claims.list() == [(("article", 1), held)]
+
+
+@pytest.mark.needs("culling")
+def test_clearing_evicting_expiring_and_culling_the_cache_never_remove_a_live_claim(
+    make_cache: Any,
+) -> None:
+    # A tiny size limit: filling the cache culls it again and again.
+    cache = make_cache("small", size_limit=50_000, cull_limit=100)
+    claims = Claims(cache)
+    claim = _fill_and_empty(cache)
     cache.cull()
     cache.clear()
     assert len(cache) == 0

@@ -8,16 +8,19 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.oxide
+#: The conformance suite: each test with a cache runs on a directory, a Redis server and a
+#: cluster (claims.backend_of gives RedisClaims there).
+pytestmark = [pytest.mark.oxide, pytest.mark.backends]
 
 dc = pytest.importorskip("diskcache_oxide")
 from diskcache_oxide.claims import Claims  # noqa: E402
 
 
 @pytest.fixture
-def cache(tmp_path: Any) -> Any:
-    with dc.Cache(str(tmp_path / "c"), eviction_policy="none") as c:
-        yield c
+def cache(make_cache: Any) -> Any:
+    """The cache under test: a directory, a Redis server's namespace or a cluster's (the
+    conformance suite runs this module on each)."""
+    return make_cache("c", eviction_policy="none")
 
 
 def run_threads(n: int, target: Any) -> list[Any]:

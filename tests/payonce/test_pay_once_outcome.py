@@ -11,11 +11,14 @@ from typing import Any
 
 import outcome_workers as ow
 import pytest
+from backends import address
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-pytestmark = pytest.mark.oxide
+#: The conformance suite: each test with a cache runs on a directory, a Redis server and a
+#: cluster (claims.backend_of gives RedisClaims there).
+pytestmark = [pytest.mark.oxide, pytest.mark.backends]
 
 dc = pytest.importorskip("diskcache_oxide")
 from diskcache_oxide import COMPUTING, Claim, Claims, NullCache, Outcome  # noqa: E402
@@ -31,9 +34,10 @@ SPAWN = multiprocessing.get_context("spawn")
 
 
 @pytest.fixture
-def cache(tmp_path: Any) -> Any:
-    with dc.Cache(str(tmp_path / "c"), eviction_policy="none") as c:
-        yield c
+def cache(make_cache: Any) -> Any:
+    """The cache under test: a directory, a Redis server's namespace or a cluster's (the
+    conformance suite runs this module on each)."""
+    return make_cache("c", eviction_policy="none")
 
 
 # ---- sync, one process ------------------------------------------------------------------------
@@ -254,7 +258,7 @@ def test_across_processes_one_computes_and_the_others_wait(cache: Any) -> None:
             pool.apply(ow.ready)
         start_at = time.time() + 1.0
         pending = [
-            pool.apply_async(ow.sync_caller, (cache.directory, start_at, 0.6)) for _ in range(3)
+            pool.apply_async(ow.sync_caller, (address(cache), start_at, 0.6)) for _ in range(3)
         ]
         results = [p.get(timeout=60) for p in pending]
     _check_one_computed(results, cache)
@@ -267,7 +271,7 @@ def test_across_processes_async_and_sync_callers_share_one_computation(cache: An
         pool.apply(ow.ready)
         pool.apply(ow.ready)
         start_at = time.time() + 1.0
-        many = pool.apply_async(ow.async_callers, (cache.directory, start_at, 0.6, 3))
-        one = pool.apply_async(ow.sync_caller, (cache.directory, start_at, 0.6))
+        many = pool.apply_async(ow.async_callers, (address(cache), start_at, 0.6, 3))
+        one = pool.apply_async(ow.sync_caller, (address(cache), start_at, 0.6))
         results = [*many.get(timeout=60), one.get(timeout=60)]
     _check_one_computed(results, cache)

@@ -19,8 +19,10 @@ from typing import Any
 
 import payonce_workers as pw
 import pytest
+from backends import address
 
-pytestmark = pytest.mark.oxide
+#: The conformance suite: each test runs on a directory, a Redis server and a cluster.
+pytestmark = [pytest.mark.oxide, pytest.mark.backends]
 
 dc = pytest.importorskip("diskcache_oxide")
 from diskcache_oxide.aio import AsyncCache, drain_turns  # noqa: E402
@@ -31,9 +33,10 @@ ARTICLES = list(range(100))
 
 
 @pytest.fixture
-def cache(tmp_path: Any) -> Any:
-    with pw.open_cache(str(tmp_path / "store")) as c:
-        yield c
+def cache(make_cache: Any) -> Any:
+    """The store: a directory, a Redis server's namespace or a cluster's (the conformance suite
+    runs this module on each; the workers open it by backends.address)."""
+    return make_cache("store", eviction_policy="none")
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
@@ -67,10 +70,10 @@ def test_two_loops_on_two_threads_pay_once(cache: Any) -> None:
     out: dict[str, Any] = {}
 
     def worker() -> None:
-        out["worker"] = pw.run_worker(cache.directory, 0.03, 10.0, 30.0)
+        out["worker"] = pw.run_worker(address(cache), 0.03, 10.0, 30.0)
 
     def requests() -> None:
-        out["requests"] = pw.run_requests(cache.directory, shuffled, 0.03, 10.0, 10)
+        out["requests"] = pw.run_requests(address(cache), shuffled, 0.03, 10.0, 10)
 
     threads = [threading.Thread(target=worker), threading.Thread(target=requests)]
     for t in threads:
@@ -93,10 +96,10 @@ def test_separate_processes_pay_once(cache: Any) -> None:
     tap_all(cache, ARTICLES)
     shuffled = random.Random(7).sample(ARTICLES, len(ARTICLES))
     workers = [
-        SPAWN.Process(target=pw.run_worker, args=(cache.directory, 0.03, 10.0, 30.0))
+        SPAWN.Process(target=pw.run_worker, args=(address(cache), 0.03, 10.0, 30.0))
         for _ in range(2)
     ]
-    lane = SPAWN.Process(target=pw.run_requests, args=(cache.directory, shuffled, 0.03, 10.0, 10))
+    lane = SPAWN.Process(target=pw.run_requests, args=(address(cache), shuffled, 0.03, 10.0, 10))
     for p in [*workers, lane]:
         p.start()
     try:
@@ -174,7 +177,7 @@ def test_killed_worker_loses_its_claim_after_the_ttl(cache: Any) -> None:
     ttl = 1.0
     tap_all(cache, [0])
     # A paid turn of 60 s: the worker is killed in the middle of it.
-    victim = SPAWN.Process(target=pw.run_worker, args=(cache.directory, 60.0, ttl, ttl))
+    victim = SPAWN.Process(target=pw.run_worker, args=(address(cache), 60.0, ttl, ttl))
     victim.start()
     try:
         wait_for(lambda: pw.paid_count(cache, 0) == 1, 20, "the worker to start its turn")
@@ -202,7 +205,7 @@ def test_killed_worker_loses_its_claim_after_the_ttl(cache: Any) -> None:
 
     # The job itself came back after its lease; the next worker finds the result cached
     # and finishes it without paying.
-    worker = SPAWN.Process(target=pw.run_worker, args=(cache.directory, 0.05, ttl, ttl))
+    worker = SPAWN.Process(target=pw.run_worker, args=(address(cache), 0.05, ttl, ttl))
     worker.start()
     try:
         wait_for(lambda: queue_drained(cache), 20, "the job to be finished")

@@ -1,6 +1,8 @@
 """Exactly-once delivery across real processes, with and without SIGKILL.
 
-Producers and workers are separate processes (multiprocessing 'spawn') on one directory.
+Producers and workers are separate processes (multiprocessing 'spawn') on one directory, or
+on one namespace of a Redis server or cluster: the module is part of the conformance suite
+(tests/helpers/backends.py), and the workers open the cache by ``backends.address``.
 ``DCO_QUEUE_SOAK=N`` multiplies the item counts (and the number of kills) by N for a soak
 run; by default the file takes about 15 s on two cores.
 
@@ -47,8 +49,10 @@ from typing import Any
 import pytest
 import queue_workers as qw
 import support
+from backends import Backend, address
 
-pytestmark = [pytest.mark.slow, pytest.mark.oxide]
+#: The conformance suite: each test runs on a directory, a Redis server and a cluster.
+pytestmark = [pytest.mark.slow, pytest.mark.oxide, pytest.mark.backends]
 
 SPAWN = multiprocessing.get_context("spawn")
 SOAK = max(1, int(os.environ.get("DCO_QUEUE_SOAK", "1") or 1))
@@ -67,12 +71,21 @@ def join_all(processes: list[Any], timeout: float) -> None:
     assert not stuck, f"{len(stuck)} processes did not finish in {timeout} s"
 
 
-def remaining_items(dc: Any, directory: str) -> list[int]:
-    cache = dc.Cache(directory)
-    try:
-        return [cache[key] for key in cache.iterkeys(prefix=f"{PREFIX}-")]
-    finally:
-        cache.close()
+def remaining_items(cache: Any) -> list[int]:
+    return [cache[key] for key in cache.iterkeys(prefix=f"{PREFIX}-")]
+
+
+def intact(cache: Any, backend: Backend) -> bool:
+    """A directory's SQLite file passes ``PRAGMA integrity_check``; a Redis namespace has no
+    file of ours to check (the server keeps its own data)."""
+    return backend.remote or support.integrity(cache.directory) == "ok"
+
+
+def needs_transact(cache: Any) -> None:
+    """The workers of the kill tests pull inside ``transact()``: a backend without it raises
+    here, in the test, rather than in every spawned worker."""
+    with cache.transact():
+        pass
 
 
 def start(target: Any, *args: Any) -> Any:
@@ -85,11 +98,13 @@ def start(target: Any, *args: Any) -> Any:
 
 
 def test_four_producers_four_workers_deliver_every_item_exactly_once(
-    tmp_path: Path, dc: Any
+    tmp_path: Path, make_cache: Any, backend: Backend
 ) -> None:
-    directory = str(tmp_path / "q")
-    dc.Cache(directory, eviction_policy="none").close()
-    per_producer = 12_500 * SOAK  # 50,000 items in all
+    cache = make_cache("q", eviction_policy="none")
+    directory = address(cache)
+    # 50,000 items in all; 4,000 on Redis, where each push and pull is a round trip to the
+    # server (the cluster client's about 1.5 ms), so that the test stays at seconds.
+    per_producer = (1_000 if backend.remote else 12_500) * SOAK
     producers = [
         # two producers push one item at a time, two push batches of 50
         start(qw.produce, directory, PREFIX, i, per_producer, 1 if i < 2 else 50)
@@ -112,8 +127,8 @@ def test_four_producers_four_workers_deliver_every_item_exactly_once(
     assert not duplicated, f"{len(duplicated)} items delivered twice, e.g. {list(duplicated)[:5]}"
     assert not lost, f"{len(lost)} items lost, e.g. {sorted(lost)[:5]}"
     assert set(delivered) == produced
-    assert remaining_items(dc, directory) == []
-    assert support.integrity(directory) == "ok"
+    assert remaining_items(cache) == []
+    assert intact(cache, backend)
 
 
 # ----------------------------------------------------------------------------- SIGKILL
@@ -132,7 +147,7 @@ class Incarnation:
 
 def run_with_kills(
     tmp_path: Path,
-    dc: Any,
+    cache: Any,
     target: Any,
     per_producer: int,
     batches: list[int],
@@ -141,9 +156,8 @@ def run_with_kills(
 ) -> tuple[str, list[Incarnation], int]:
     """Run 4 producers and len(batches) workers; SIGKILL random workers at random moments
     and restart them until the producers are done and ``min_kills`` kills happened, then
-    let the workers drain the queue and exit. Returns (directory, incarnations, kills)."""
-    directory = str(tmp_path / "q")
-    dc.Cache(directory, eviction_policy="none").close()
+    let the workers drain the queue and exit. Returns (address, incarnations, kills)."""
+    directory = address(cache)
     rng = random.Random(os.environ.get("DCO_QUEUE_SEED", "12345"))
     producers = [
         start(qw.produce, directory, PREFIX, i, per_producer, 1 if i % 2 == 0 else 20)
@@ -192,16 +206,12 @@ def run_with_kills(
 class Verdict:
     """What the receipts, the queue and the logs say about one run (see the module doc)."""
 
-    def __init__(self, dc: Any, directory: str, incarnations: list[Incarnation]) -> None:
-        cache = dc.Cache(directory)
-        try:
-            self.receipts = {
-                int(key.split(":", 1)[1]): cache[key] for key in cache.iterkeys(prefix="receipt:")
-            }
-            self.check = list(cache.check())
-        finally:
-            cache.close()
-        self.in_queue = remaining_items(dc, directory)
+    def __init__(self, cache: Any, incarnations: list[Incarnation]) -> None:
+        self.receipts = {
+            int(key.split(":", 1)[1]): cache[key] for key in cache.iterkeys(prefix="receipt:")
+        }
+        self.check = list(cache.check())
+        self.in_queue = remaining_items(cache)
         self.certain: collections.Counter[int] = collections.Counter()
         self.uncertain: set[int] = set()
         self.logged: set[int] = set()
@@ -238,11 +248,16 @@ class Verdict:
         assert set(self.certain) <= set(self.receipts)
 
 
-def test_workers_killed_at_random_lose_and_duplicate_nothing(tmp_path: Path, dc: Any) -> None:
+@pytest.mark.needs("transact")
+def test_workers_killed_at_random_lose_and_duplicate_nothing(
+    tmp_path: Path, make_cache: Any, backend: Backend
+) -> None:
+    cache = make_cache("q", eviction_policy="none")
+    needs_transact(cache)
     per_producer = 12_500 * SOAK  # 50,000 items in all
     directory, incarnations, kills = run_with_kills(
         tmp_path,
-        dc,
+        cache,
         qw.consume_logged,
         per_producer,
         batches=[1, 1, 16, 16],
@@ -250,9 +265,9 @@ def test_workers_killed_at_random_lose_and_duplicate_nothing(tmp_path: Path, dc:
         max_seconds=45 * SOAK,
     )
     assert kills >= 5, "too few kills to say anything"
-    assert support.integrity(directory) == "ok"
+    assert intact(cache, backend)
     produced = {v for i in range(4) for v in qw.item_values(i, per_producer)}
-    verdict = Verdict(dc, directory, incarnations)
+    verdict = Verdict(cache, incarnations)
     verdict.assert_exactly_once(produced)
     print(
         f"\n{kills} kills, {len(incarnations)} worker runs; items in the last batch of a killed "
@@ -260,15 +275,18 @@ def test_workers_killed_at_random_lose_and_duplicate_nothing(tmp_path: Path, dc:
     )
 
 
-def test_a_kill_between_the_log_and_the_commit_rolls_the_pull_back(tmp_path: Path, dc: Any) -> None:
+@pytest.mark.needs("transact")
+def test_a_kill_between_the_log_and_the_commit_rolls_the_pull_back(
+    tmp_path: Path, make_cache: Any, backend: Backend
+) -> None:
     """The judge's one uncertain case, made certain: a worker has written an item to its log
     and is killed before its transaction commits. The item must come back to the queue and
     be pulled by the next worker; the verdict must count it as rolled back, not twice."""
-    directory = str(tmp_path / "q")
-    cache = dc.Cache(directory, eviction_policy="none")
+    cache = make_cache("q", eviction_policy="none")
+    needs_transact(cache)
+    directory = address(cache)
     cache.push_many(list(range(100)), prefix=PREFIX)
     cache.incr(qw.DONE_KEY, 4)  # as if 4 producers had finished
-    cache.close()
     first_log = str(tmp_path / "worker0-0.log")
     first = start(qw.consume_logged, directory, PREFIX, 4, 1, first_log, 3)
     deadline = time.monotonic() + 60
@@ -284,31 +302,34 @@ def test_a_kill_between_the_log_and_the_commit_rolls_the_pull_back(tmp_path: Pat
     second = start(qw.consume_logged, directory, PREFIX, 4, 1, second_log)
     join_all([second], timeout=60)
     assert second.exitcode == 0
-    assert support.integrity(directory) == "ok"
-    verdict = Verdict(dc, directory, [killed, Incarnation(0, 1, second, second_log)])
+    assert intact(cache, backend)
+    verdict = Verdict(cache, [killed, Incarnation(0, 1, second, second_log)])
     verdict.assert_exactly_once(set(range(100)))
     assert verdict.uncertain == {2} and verdict.rolled_back == {2}
     assert verdict.certain[2] == 1  # pulled again, once, by the second worker
 
 
-def test_plain_pulls_killed_at_random_never_duplicate(tmp_path: Path, dc: Any) -> None:
-    per_producer = 2_500 * SOAK
+def test_plain_pulls_killed_at_random_never_duplicate(
+    tmp_path: Path, make_cache: Any, backend: Backend
+) -> None:
+    cache = make_cache("q", eviction_policy="none")
+    per_producer = (1_000 if backend.remote else 2_500) * SOAK  # fewer round trips on Redis
     batch = 8
     directory, incarnations, kills = run_with_kills(
         tmp_path,
-        dc,
+        cache,
         qw.consume_plain_logged,
         per_producer,
         batches=[batch] * 4,
         min_kills=8 * SOAK,
         max_seconds=25 * SOAK,
     )
-    assert support.integrity(directory) == "ok"
+    assert intact(cache, backend)
     produced = {v for i in range(4) for v in qw.item_values(i, per_producer)}
     delivered: collections.Counter[int] = collections.Counter()
     for inc in incarnations:
         delivered.update(int(line) for line in qw.read_lines(inc.log) if line.strip())
-    in_queue = remaining_items(dc, directory)
+    in_queue = remaining_items(cache)
     twice = {item: n for item, n in delivered.items() if n > 1}
     assert not twice, f"items delivered twice: {list(twice.items())[:5]}"
     assert not set(in_queue) & set(delivered)

@@ -10,6 +10,13 @@ what the page shows under it. The only text allowed to differ is the random job 
 
 The page's ``tempfile.mkdtemp()`` is pointed at pytest's temporary directory, so the
 examples leave nothing behind; the code itself is not changed.
+
+The page is part of the conformance suite (tests/helpers/backends.py): on a Redis server or a
+cluster the session runs the same blocks with one change, the one the page promises a user
+who outgrows a machine: the intro's ``Cache(tempfile.mkdtemp(), ...)`` becomes
+``diskcache_oxide.open(<redis URL with a fresh namespace>, ...)``. A block that needs what the
+backend lacks (the crash example's ``transact()``) is that example's strict xfail, and the
+session passes over it on that backend (no later block uses what it defines).
 """
 
 from __future__ import annotations
@@ -20,8 +27,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
+from backends import Backend, address
 
-pytestmark = pytest.mark.oxide
+#: The conformance suite: the session runs on a directory, a Redis server and a cluster.
+pytestmark = [pytest.mark.oxide, pytest.mark.backends]
+
+#: What the intro opens, and what opens a Redis cache in its place.
+DIRECTORY_OPEN = "Cache(tempfile.mkdtemp(), "
 
 SEED = Path(__file__).resolve().parents[3] / "shared" / "seeds" / "002_e0f442efbd76c4fc.txt"
 UUID_HEX = "bab9c28aecb34357871469a217322b1a"  # the id the page happened to print
@@ -31,6 +43,8 @@ class Example(NamedTuple):
     name: str
     code: str
     output: str
+    #: capabilities (backends.CAPABILITIES) the block uses beyond the cache calls
+    needs: tuple[str, ...] = ()
 
 
 INTRO = Example(
@@ -143,6 +157,7 @@ transcoding 513
 1 requeued: ('transcode-500000000000000', {'id': 'bab9c28aecb34357871469a217322b1a', 'episode': 514, 'step': 'transcode'})
 transcoding 514
 """,
+    needs=("transact",),
 )
 
 PRIORITIES = Example(
@@ -196,30 +211,48 @@ jobs = Cache('/var/lib/my-app/state/jobs', timeout=3.0, eviction_policy='none')
 SESSION = [INTRO, PEEK, WORKER_LOOP, SURVIVE_A_CRASH, PRIORITIES, CANCEL]
 
 
-def run_session(upto: Example, capsys: pytest.CaptureFixture[str]) -> tuple[str, dict[str, Any]]:
-    """Run the page's blocks in order up to ``upto``; return what ``upto`` printed."""
-    namespace: dict[str, Any] = {"__name__": "work_queues_page"}
+def run_session(
+    upto: Example, capsys: pytest.CaptureFixture[str], backend: Backend, url: str = ""
+) -> tuple[str, dict[str, Any]]:
+    """Run the page's blocks in order up to ``upto``; return what ``upto`` printed. On a
+    Redis backend (``url``: its URL with a fresh namespace) the intro opens that instead of
+    a directory, and blocks before ``upto`` that need what the backend lacks are passed over."""
+    import diskcache_oxide
+
+    namespace: dict[str, Any] = {"__name__": "work_queues_page", "diskcache_oxide": diskcache_oxide}
     printed = ""
     for example in SESSION:
+        code = example.code
+        if example is not upto and not all(backend.has(need) for need in example.needs):
+            continue  # its own test is the gap's strict xfail
+        if backend.remote and DIRECTORY_OPEN in code:
+            code = code.replace(DIRECTORY_OPEN, f"diskcache_oxide.open({url!r}, ")
         capsys.readouterr()
-        exec(compile(example.code, f"<work queues page: {example.name}>", "exec"), namespace)
+        exec(compile(code, f"<work queues page: {example.name}>", "exec"), namespace)
         printed = capsys.readouterr().out
         if example is upto:
             return printed, namespace
     raise AssertionError(f"{upto.name} is not part of the session")
 
 
-@pytest.fixture(autouse=True)
-def temporary_directories_under_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def where(
+    backend: Backend, make_cache: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> str:
+    """The Redis URL (with a fresh namespace) the intro opens on a Redis backend; '' on a
+    directory, where the page's own ``tempfile.mkdtemp()`` is used, pointed at tmp_path (after
+    the servers started: a session's server keeps its data directory from tempfile)."""
+    url = address(make_cache("page")) if backend.remote else ""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    return url
 
 
 @pytest.fixture
-def session(capsys: pytest.CaptureFixture[str]) -> Any:
+def session(capsys: pytest.CaptureFixture[str], backend: Backend, where: str) -> Any:
     opened: list[dict[str, Any]] = []
 
     def run(upto: Example) -> str:
-        printed, namespace = run_session(upto, capsys)
+        printed, namespace = run_session(upto, capsys, backend, where)
         opened.append(namespace)
         return printed
 
@@ -235,7 +268,13 @@ def expected_pattern(output: str) -> str:
     return re.escape(output).replace(UUID_HEX, "[0-9a-f]{32}")
 
 
-@pytest.mark.parametrize("example", SESSION, ids=[e.name for e in SESSION])
+@pytest.mark.parametrize(
+    "example",
+    [
+        pytest.param(e, id=e.name, marks=[pytest.mark.needs(*e.needs)] if e.needs else [])
+        for e in SESSION
+    ],
+)
 def test_example_prints_what_the_page_shows(example: Example, session: Any) -> None:
     printed = session(example)
     if UUID_HEX in example.output:
@@ -244,6 +283,7 @@ def test_example_prints_what_the_page_shows(example: Example, session: Any) -> N
         assert printed == example.output
 
 
+@pytest.mark.needs("transact")
 def test_crash_example_requeues_the_same_job_it_then_finishes(session: Any) -> None:
     printed = session(SURVIVE_A_CRASH)
     ids = re.findall(r"'id': '([0-9a-f]{32})'", printed)
@@ -252,9 +292,9 @@ def test_crash_example_requeues_the_same_job_it_then_finishes(session: Any) -> N
 
 
 def test_after_the_session_every_queue_is_empty_and_no_job_is_running(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], backend: Backend, where: str
 ) -> None:
-    _, namespace = run_session(CANCEL, capsys)
+    _, namespace = run_session(CANCEL, capsys, backend, where)
     jobs = namespace["jobs"]
     try:
         for prefix in ("transcode", "urgent", "email"):

@@ -1,5 +1,12 @@
 """Deque: differential against python-diskcache 5.6.3's Deque, a hypothesis state machine
-against collections.deque, and what only ours does."""
+against collections.deque, and what only ours does.
+
+Part of the conformance suite (tests/helpers/backends.py): the tests with a cache run on a
+directory, a Redis server and a cluster (``Deque.fromcache(redis_cache)``). On Redis the calls
+that take several cache calls as one transaction (``MULTI_CALL``, and a ``maxlen``) are the
+``transact`` gap: their own tests are its strict xfails, and the random sequences there draw
+from the other calls.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,7 @@ import collections
 import os
 import pickle
 import random
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +22,22 @@ import diskcache_oxide as dco
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 diskcache = pytest.importorskip("diskcache")
 
-pytestmark = pytest.mark.oxide
+#: The conformance suite: each test with a cache runs on a directory, a Redis server and a
+#: cluster.
+pytestmark = [pytest.mark.oxide, pytest.mark.backends]
+
+#: The calls that need several cache calls to be one transaction.
+MULTI_CALL = ("setitem", "rotate", "reverse")
 
 VALUES = st.one_of(st.integers(-5, 5), st.sampled_from(["a", "b", "c"]))
 
@@ -34,11 +53,13 @@ def outcome(call: Any) -> Any:
 # ----------------------------------------------------------------------------- differential
 
 
-def _random_step(rng: random.Random) -> tuple[str, tuple[Any, ...]]:
+def _random_step(rng: random.Random, whole: bool = True) -> tuple[str, tuple[Any, ...]]:
+    """One random call; without ``whole``, never one of ``MULTI_CALL``."""
     value = rng.choice([0, 1, 2, "x", "y", -3])
     position = rng.randint(-5, 5)
-    return rng.choice(
-        [
+    steps = [
+        step
+        for step in [
             ("append", (value,)),
             ("appendleft", (value,)),
             ("extend", ([value, value],)),
@@ -63,7 +84,9 @@ def _random_step(rng: random.Random) -> tuple[str, tuple[Any, ...]]:
             ("lt", ([1, "x"],)),
             ("iadd", ([value],)),
         ]
-    )
+        if whole or step[0] not in MULTI_CALL
+    ]
+    return rng.choice(steps)
 
 
 def _apply(deque: Any, name: str, args: tuple[Any, ...]) -> Any:
@@ -92,27 +115,45 @@ def _apply(deque: Any, name: str, args: tuple[Any, ...]) -> Any:
 
 
 @pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("maxlen", [None, 4])
+@pytest.mark.parametrize("maxlen", [None, pytest.param(4, marks=pytest.mark.needs("transact"))])
 def test_differential_against_python_diskcache(
-    tmp_path: Path, seed: int, maxlen: int | None
+    tmp_path: Path, make_cache: Any, backend: Any, seed: int, maxlen: int | None
 ) -> None:
     rng = random.Random(seed)
-    ours = dco.Deque([1, 2], directory=str(tmp_path / "ours"), maxlen=maxlen)
+    ours = dco.Deque.fromcache(make_cache("ours", eviction_policy="none"), [1, 2], maxlen=maxlen)
     theirs = diskcache.Deque([1, 2], directory=str(tmp_path / "theirs"), maxlen=maxlen)
+    whole = backend.has("transact")
     for step in range(120):
-        name, args = _random_step(rng)
+        name, args = _random_step(rng, whole)
         assert _apply(ours, name, args) == _apply(theirs, name, args), (step, name, args)
         assert list(ours) == list(theirs), (step, name, args)
     assert ours.maxlen == theirs.maxlen
-    ours.maxlen = theirs.maxlen = 2
+    if whole:
+        ours.maxlen = theirs.maxlen = 2
     assert list(ours) == list(theirs)
     ours.clear()
     theirs.clear()
     assert len(ours) == len(theirs) == 0
 
 
-def test_fromcache_matches_python_diskcache(tmp_path: Path) -> None:
-    ours_cache = dco.Cache(str(tmp_path / "o"), eviction_policy="none")
+@pytest.mark.parametrize("name", MULTI_CALL)
+@pytest.mark.needs("transact")
+def test_calls_of_several_steps(make_cache: Any, name: str) -> None:
+    ours = dco.Deque.fromcache(make_cache("d", eviction_policy="none"), [1, 2, 3])
+    theirs = diskcache.Deque([1, 2, 3])
+    args = {"setitem": (1, "x"), "rotate": (1,), "reverse": ()}[name]
+    assert _apply(ours, name, args) == _apply(theirs, name, args)
+    assert list(ours) == list(theirs)
+
+
+def test_fromcache_takes_a_cache_or_a_redis_cache() -> None:
+    with pytest.raises(TypeError, match="takes a Cache or a RedisCache, not dict"):
+        dco.Deque.fromcache({})  # type: ignore[arg-type]
+
+
+@pytest.mark.needs("transact")
+def test_fromcache_matches_python_diskcache(tmp_path: Path, make_cache: Any) -> None:
+    ours_cache = make_cache("o", eviction_policy="none")
     theirs_cache = diskcache.Cache(str(tmp_path / "t"), eviction_policy="none")
     ours = dco.Deque.fromcache(ours_cache, "abcd", maxlen=3)
     theirs = diskcache.Deque.fromcache(theirs_cache, "abcd", maxlen=3)
@@ -122,8 +163,9 @@ def test_fromcache_matches_python_diskcache(tmp_path: Path) -> None:
     assert len(ours_cache) == len(theirs_cache) == 3
 
 
-def test_empty_errors_match_python_diskcache(tmp_path: Path) -> None:
-    for deque in (dco.Deque(directory=str(tmp_path / "o")), diskcache.Deque()):
+def test_empty_errors_match_python_diskcache(make_cache: Any) -> None:
+    ours = dco.Deque.fromcache(make_cache("o", eviction_policy="none"))
+    for deque in (ours, diskcache.Deque()):
         for call, message in [
             (deque.pop, "pop from an empty deque"),
             (deque.popleft, "pop from an empty deque"),
@@ -145,10 +187,13 @@ def test_empty_errors_match_python_diskcache(tmp_path: Path) -> None:
 class DequeMachine(RuleBasedStateMachine):
     """Our Deque against collections.deque with the same maxlen."""
 
-    def __init__(self) -> None:
+    def __init__(self, make_cache: Any, whole: bool) -> None:
         super().__init__()
-        self.maxlen = random.choice([None, 3])
-        self.ours = dco.Deque(maxlen=self.maxlen)
+        # A maxlen and the MULTI_CALL rules only where the backend has transact.
+        self.whole = whole
+        self.maxlen = random.choice([None, 3]) if whole else None
+        cache = make_cache(f"d{uuid.uuid4().hex[:12]}", eviction_policy="none")  # a fresh one
+        self.ours = dco.Deque.fromcache(cache, maxlen=self.maxlen)
         self.model: collections.deque[Any] = collections.deque(maxlen=self.maxlen)
 
     @rule(value=VALUES)
@@ -189,6 +234,7 @@ class DequeMachine(RuleBasedStateMachine):
     def getitem(self, index: int) -> None:
         assert outcome(lambda: self.ours[index]) == outcome(lambda: self.model[index])
 
+    @precondition(lambda self: self.whole)
     @rule(index=st.integers(-4, 4), value=VALUES)
     def setitem(self, index: int, value: Any) -> None:
         ours = outcome(lambda: self.ours.__setitem__(index, value))
@@ -208,11 +254,13 @@ class DequeMachine(RuleBasedStateMachine):
         assert self.ours.count(value) == self.model.count(value)
         assert outcome(lambda: self.ours.index(value)) == outcome(lambda: self.model.index(value))
 
+    @precondition(lambda self: self.whole)
     @rule(steps=st.integers(-6, 6))
     def rotate(self, steps: int) -> None:
         self.ours.rotate(steps)
         self.model.rotate(steps)
 
+    @precondition(lambda self: self.whole)
     @rule()
     def reverse(self) -> None:
         self.ours.reverse()
@@ -233,8 +281,11 @@ class DequeMachine(RuleBasedStateMachine):
         self.ours.cache.close()
 
 
-TestDequeMachine = DequeMachine.TestCase
-TestDequeMachine.settings = settings(max_examples=25, stateful_step_count=25, deadline=None)
+def test_deque_against_collections_deque(make_cache: Any, backend: Any) -> None:
+    run_state_machine_as_test(
+        lambda: DequeMachine(make_cache, backend.has("transact")),
+        settings=settings(max_examples=25, stateful_step_count=25, deadline=None),
+    )
 
 
 # ----------------------------------------------------------------------------- ours

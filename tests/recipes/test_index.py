@@ -1,5 +1,9 @@
 """Index: differential against python-diskcache 5.6.3's Index, a hypothesis state machine
-against a dict, and what only ours does."""
+against a dict, and what only ours does.
+
+Part of the conformance suite (tests/helpers/backends.py): the tests with a cache run on a
+directory, a Redis server and a cluster (``Index.fromcache(redis_cache)``).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import collections
 import os
 import pickle
 import random
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +19,13 @@ import diskcache_oxide as dco
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 diskcache = pytest.importorskip("diskcache")
 
-pytestmark = pytest.mark.oxide
+#: The conformance suite: each test with a cache runs on a directory, a Redis server and a
+#: cluster.
+pytestmark = [pytest.mark.oxide, pytest.mark.backends]
 
 KEYS = st.one_of(st.integers(0, 5), st.sampled_from(["a", "b", "c"]))
 VALUES = st.one_of(st.integers(-3, 3), st.text(max_size=3), st.none())
@@ -100,8 +107,8 @@ def _apply(index: Any, rng: random.Random) -> Any:
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_differential_against_python_diskcache(tmp_path: Path, seed: int) -> None:
-    ours = dco.Index(str(tmp_path / "ours"), {"a": 1}, b=2)
+def test_differential_against_python_diskcache(tmp_path: Path, make_cache: Any, seed: int) -> None:
+    ours = dco.Index.fromcache(make_cache("ours", eviction_policy="none"), {"a": 1}, b=2)
     theirs = diskcache.Index(str(tmp_path / "theirs"), {"a": 1}, b=2)
     ours_rng, theirs_rng = random.Random(seed), random.Random(seed)
     for step in range(150):
@@ -169,9 +176,10 @@ def test_memoize_matches_python_diskcache(tmp_path: Path) -> None:
 class IndexMachine(RuleBasedStateMachine):
     """Our Index against a dict (insertion-ordered, like the Index)."""
 
-    def __init__(self) -> None:
+    def __init__(self, make_cache: Any) -> None:
         super().__init__()
-        self.ours = dco.Index()
+        cache = make_cache(f"i{uuid.uuid4().hex[:12]}", eviction_policy="none")  # a fresh one
+        self.ours = dco.Index.fromcache(cache)
         self.model: dict[Any, Any] = {}
 
     @rule(key=KEYS, value=VALUES)
@@ -222,8 +230,16 @@ class IndexMachine(RuleBasedStateMachine):
         self.ours.cache.close()
 
 
-TestIndexMachine = IndexMachine.TestCase
-TestIndexMachine.settings = settings(max_examples=25, stateful_step_count=25, deadline=None)
+def test_index_against_a_dict(make_cache: Any) -> None:
+    run_state_machine_as_test(
+        lambda: IndexMachine(make_cache),
+        settings=settings(max_examples=25, stateful_step_count=25, deadline=None),
+    )
+
+
+def test_fromcache_takes_a_cache_or_a_redis_cache() -> None:
+    with pytest.raises(TypeError, match="takes a Cache or a RedisCache, not dict"):
+        dco.Index.fromcache({})  # type: ignore[arg-type]
 
 
 # ----------------------------------------------------------------------------- ours
@@ -241,32 +257,38 @@ def test_path_directory(tmp_path: Path) -> None:
     assert dco.Index(os.fsencode(tmp_path / "i"))["a"] == 1
 
 
-def test_pickle_reopens_the_same_items(tmp_path: Path) -> None:
-    index = dco.Index(str(tmp_path / "i"), a=1)
+@pytest.mark.needs("pickling")
+def test_pickle_reopens_the_same_items(make_cache: Any) -> None:
+    index = dco.Index.fromcache(make_cache("i", eviction_policy="none"), a=1)
     clone = pickle.loads(pickle.dumps(index))
     assert clone.directory == index.directory
     clone["b"] = 2
     assert dict(index) == {"a": 1, "b": 2}
 
 
-def test_transact_rolls_back(tmp_path: Path) -> None:
-    index = dco.Index(str(tmp_path / "i"), a=1)
-    with pytest.raises(RuntimeError), index.transact():
+class Undo(Exception):
+    """Rolls a transaction back (not a RuntimeError: UnsupportedError is one)."""
+
+
+@pytest.mark.needs("transact")
+def test_transact_rolls_back(make_cache: Any) -> None:
+    index = dco.Index.fromcache(make_cache("i", eviction_policy="none"), a=1)
+    with pytest.raises(Undo), index.transact():
         index["a"] = 2
-        raise RuntimeError("undo")
+        raise Undo
     assert index["a"] == 1
 
 
-def test_update_is_one_transaction(tmp_path: Path) -> None:
-    index = dco.Index(str(tmp_path / "i"))
+def test_update_is_one_transaction(make_cache: Any) -> None:
+    index = dco.Index.fromcache(make_cache("i", eviction_policy="none"))
     with pytest.raises(dco.UnsupportedTypeError):
         index.update([("a", 1), ("b", object())])
     assert len(index) == 0
 
 
-def test_popitem_empty_message() -> None:
+def test_popitem_empty_message(make_cache: Any) -> None:
     with pytest.raises(KeyError, match="dictionary is empty"):
-        dco.Index().popitem()
+        dco.Index.fromcache(make_cache("i", eviction_policy="none")).popitem()
 
 
 def test_eviction_policy_is_none() -> None:

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 from ..remote import _ops
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Mapping
-    from typing import Any
+    from collections.abc import Iterable, Mapping
+    from typing import Any, NoReturn
 
     from .._core import _Side, _Tag
     from ..remote._io import Link
@@ -236,7 +236,7 @@ class RedisCacheCalls(_Base):
         """
         return self._link.run(_ops.clear(self, retry))
 
-    def cull(self, retry: bool = False) -> int:
+    def cull(self, retry: bool = False) -> NoReturn:
         """Not on Redis: raises ``UnsupportedError``. cull() is a directory's size limit; on Redis
         set maxmemory and maxmemory-policy (D-058)
 
@@ -256,7 +256,7 @@ class RedisCacheCalls(_Base):
         """
         return self._link.run(_ops.stats(self, enable, reset))
 
-    def transact(self, retry: bool = False) -> Iterator[None]:
+    def transact(self, retry: bool = False) -> NoReturn:
         """Not on Redis: raises ``UnsupportedError``. transact() around arbitrary reads and writes
         cannot hold on Redis: each call is already atomic on the server; for read-modify-write
         use incr/decr, add or pop, for work that must survive a crash use JobQueue, and for one

@@ -178,7 +178,15 @@ def _item_key(prefix: str | None, number: bytes) -> Any:
 
 
 def _tag(tag: _Tag) -> bytes:
-    return b"" if tag is None else _core.encode_key(tag)
+    if tag is None:
+        return b""
+    if not isinstance(tag, (str, int, float, bytes)):
+        # A directory's tag column holds only these; the key codec would take a tuple.
+        raise TypeError(
+            f"tag must be None, int, float, str or bytes, not {type(tag).__name__}; "
+            "convert it, for example with str()"
+        )
+    return _core.encode_key(tag)
 
 
 def _untag(data: bytes) -> Any:
@@ -349,11 +357,33 @@ def _pairs(reply: Any) -> list[tuple[bytes, Any]]:
     return list(zip(reply[::2], reply[1::2], strict=True))
 
 
-def prefixed(keys: Iterable[Any], prefix: str, reverse: bool) -> list[Any]:
-    """The str keys that start with ``prefix``, sorted by their UTF-8 bytes (as a directory's
-    range scan gives them)."""
-    found = [key for key in keys if type(key) is str and key.startswith(prefix)]
-    found.sort(key=lambda key: key.encode("utf-8", "surrogatepass"), reverse=reverse)
+#: The ints a directory's key index stores as numbers (SQLite's 64-bit integers).
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _sort_key(key: Any) -> tuple[int, Any]:
+    """Where ``key`` sorts in a directory's key index: SQLite orders numbers (ints that fit
+    64 bits, floats) before text before blobs; a key of another type is a blob there too,
+    placed here after the bytes keys, by its frame."""
+    kind = type(key)
+    if (kind is int and _INT64[0] <= key <= _INT64[1]) or kind is float:
+        return (0, key)
+    if kind is str:
+        return (1, key.encode("utf-8", "surrogatepass"))
+    if kind is bytes:
+        return (2, key)
+    return (3, _core.encode_key(key))
+
+
+def sorted_keys(keys: Iterable[Any], prefix: str | None, reverse: bool) -> list[Any]:
+    """``keys`` in a directory's sorted order, as its ``iterkeys()`` gives them (largest
+    first with ``reverse``); with ``prefix``, only the str keys that start with it. The
+    namespace's index holds insertion order, so the faces read every key and sort here."""
+    if prefix is None:
+        found = list(keys)
+    else:
+        found = [key for key in keys if type(key) is str and key.startswith(prefix)]
+    found.sort(key=_sort_key, reverse=reverse)
     return found
 
 

@@ -128,40 +128,46 @@ return 1
 """
 
 # ARGV: B, member, v, expire ms ('' = never), tag ('' = none), only if absent ('1'/'0') -> 1/0
+# The cleanup runs after the write, as a directory's cull does: an entry stored already expired
+# is removed by its own write, and one stored over an expired entry keeps that entry's place.
+# An add that stores nothing writes nothing, and cleans up nothing.
 SET = r"""
 local now = now_ms()
-cull(now, CULL)
 if ARGV[6] == '1' and live(ARGV[2], now) then return 0 end
 store(ARGV[2], ARGV[3], expiry(now, ARGV[4]), ARGV[5])
+cull(now, CULL)
 return 1
 """
 
 # ARGV: B, expire ms, tag, member1, v1, member2, v2, ...
 SET_MANY = r"""
 local now = now_ms()
-cull(now, CULL)
 local e = expiry(now, ARGV[2])
 for i = 4, #ARGV, 2 do store(ARGV[i], ARGV[i + 1], e, ARGV[3]) end
+cull(now, CULL)
 return 1
 """
 
-# ARGV: B, member... -> number of live entries removed
+# ARGV: B, member... -> number of live entries removed. An expired entry is left for the
+# cleanup, as a directory leaves it: len() counts it until then, on both backends.
 DELETE = r"""
 local now = now_ms()
 local n = 0
 for i = 2, #ARGV do
-  if live(ARGV[i], now) then n = n + 1 end
-  remove(ARGV[i])
+  if live(ARGV[i], now) then
+    n = n + 1
+    remove(ARGV[i])
+  end
 end
 return n
 """
 
-# ARGV: B, member -> {v, e, tag} or false
+# ARGV: B, member -> {v, e, tag} or false (an expired entry is left, as by DELETE)
 POP = r"""
 local f = live(ARGV[2], now_ms())
+if not f then return false end
 local tag = tag_of(ARGV[2])
 remove(ARGV[2])
-if not f then return false end
 return {f[1], f[2] or '', tag}
 """
 

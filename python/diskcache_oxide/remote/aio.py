@@ -326,26 +326,15 @@ class AsyncRedisCache(AsyncRedisCacheCalls, Namespace):
     # ----- keys ------------------------------------------------------------------------------
 
     async def keys(self, reverse: bool = False, prefix: str | None = None) -> list[Any]:
-        """Every key (or the str keys under ``prefix``), in order, as a list: the pages of
-        ``RedisCache.iterkeys``, awaited."""
+        """Every key (or the str keys under ``prefix``) in a directory's sorted order, as a
+        list: ``RedisCache.iterkeys``, awaited."""
         found: list[Any] = []
-        after: str | None = None
-        while True:
-            page, after = await self._alink.run(_ops.keys_page(self, reverse, after))
-            found += page
-            if after is None:
-                break
-        return found if prefix is None else _ops.prefixed(found, prefix, reverse)
+        async for key in self._in_order(False):
+            found.append(key)
+        return _ops.sorted_keys(found, prefix, reverse)
 
-    async def iterkeys(
-        self, reverse: bool = False, prefix: str | None = None
-    ) -> AsyncIterator[Any]:
-        """The keys as ``async for`` gives them, a page at a time (all of them first, sorted,
-        with ``prefix``)."""
-        if prefix is not None:
-            for key in await self.keys(reverse, prefix):
-                yield key
-            return
+    async def _in_order(self, reverse: bool) -> AsyncIterator[Any]:
+        """The keys in the order they were first stored, a page of the index at a time."""
         after: str | None = None
         while True:
             page, after = await self._alink.run(_ops.keys_page(self, reverse, after))
@@ -354,8 +343,17 @@ class AsyncRedisCache(AsyncRedisCacheCalls, Namespace):
             if after is None:
                 return
 
+    async def iterkeys(
+        self, reverse: bool = False, prefix: str | None = None
+    ) -> AsyncIterator[Any]:
+        """The keys of :meth:`keys`, for ``async for`` (read and sorted first, as
+        ``RedisCache.iterkeys`` does)."""
+        for key in await self.keys(reverse, prefix):
+            yield key
+
     def __aiter__(self) -> AsyncIterator[Any]:
-        return self.iterkeys()
+        """The keys in the order they were first stored, as iterating a cache gives them."""
+        return self._in_order(False)
 
     # ----- the queue: a cancelled caller loses no item ---------------------------------------
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 import weakref
 from collections.abc import Callable, Collection, Iterator
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 try:
     import redis
@@ -119,8 +119,15 @@ class RedisCache(RedisCacheCalls, Namespace):
         return self._client
 
     def close(self) -> None:
-        """Close the client if this cache opened it from a URL."""
-        if self._owned:
+        """Close the client's connections if this cache opened it from a URL; as a directory's
+        handle does, the cache opens new ones on its next call."""
+        if not self._owned:
+            return
+        if isinstance(self._client, redis.cluster.RedisCluster):
+            # RedisCluster.close() forgets the cluster's nodes, and its next call fails with
+            # an AttributeError; dropping the connections keeps it usable.
+            self._client.disconnect_connection_pools()  # type: ignore[no-untyped-call]
+        else:
             self._client.close()
 
     def __enter__(self) -> Self:
@@ -132,13 +139,12 @@ class RedisCache(RedisCacheCalls, Namespace):
     # ----- keys: lazy, a page at a time ------------------------------------------------------
 
     def iterkeys(self, reverse: bool = False, prefix: str | None = None) -> Iterator[Any]:
-        """The keys in the order they were first stored (newest first with ``reverse``);
-        with ``prefix``, only the str keys that start with it, in their sorted order (as a
-        directory's range scan gives them). Pages through the index by score, so keys added
-        or removed meanwhile do not disturb it."""
-        if prefix is not None:
-            return iter(_ops.prefixed(self._keys_in_order(reverse), prefix, reverse))
-        return self._keys_in_order(reverse)
+        """The keys in a directory's sorted order (largest first with ``reverse``): numbers,
+        then str keys by their UTF-8 bytes, then bytes keys, then the other keys by their
+        frame; with ``prefix``, only the str keys that start with it. The keys are read
+        first, from the index (paged by score), and sorted here; iterate the cache itself
+        for the order they were first stored."""
+        return iter(_ops.sorted_keys(self._keys_in_order(False), prefix, reverse))
 
     def _keys_in_order(self, reverse: bool) -> Iterator[Any]:
         after: str | None = None
@@ -149,10 +155,11 @@ class RedisCache(RedisCacheCalls, Namespace):
                 return
 
     def __iter__(self) -> Iterator[Any]:
-        return self.iterkeys()
+        """The keys in the order they were first stored, as a directory's cache iterates."""
+        return self._keys_in_order(False)
 
     def __reversed__(self) -> Iterator[Any]:
-        return self.iterkeys(reverse=True)
+        return self._keys_in_order(True)
 
     # ----- memoize ---------------------------------------------------------------------------
 
@@ -166,6 +173,45 @@ class RedisCache(RedisCacheCalls, Namespace):
     ) -> Callable[[Callable[P, R]], Memoized[P, R]]:
         """Decorator caching a function's results by its arguments (:meth:`Cache.memoize`)."""
         return memoize_on(self, name, typed, expire, tag, ignore)
+
+    # ----- pay once --------------------------------------------------------------------------
+
+    def get_or_compute(
+        self,
+        key: Any,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        lease: float = 60.0,
+        timeout: float | None = None,
+        expire: float | None = None,
+        tag: _Tag = None,
+        namespace: str = "default",
+        if_computing: Literal["wait", "skip"] = "wait",
+        outcome: bool = False,
+        pass_claim: bool = False,
+        **kwargs: Any,
+    ) -> Any:
+        """The value of ``key``, computed by ``fn(*args, **kwargs)`` once across threads,
+        loops, processes and machines: :func:`diskcache_oxide.get_or_compute` on this cache
+        (:meth:`Cache.get_or_compute`'s parameters; claims are RedisClaims, D-058)."""
+        from ..claims import get_or_compute
+
+        return get_or_compute(  # type: ignore[call-overload]
+            self,
+            key,
+            fn,
+            *args,
+            lease=lease,
+            timeout=timeout,
+            expire=expire,
+            tag=tag,
+            namespace=namespace,
+            if_computing=if_computing,
+            outcome=outcome,
+            pass_claim=pass_claim,
+            **kwargs,
+        )
 
 
 def _split_url(url: str) -> tuple[str, bool]:
