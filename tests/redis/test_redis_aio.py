@@ -204,7 +204,9 @@ class SameAwaited(RuleBasedStateMachine):
     def same_keys(self) -> None:
         if hasattr(self, "loop"):
             assert len(self.blocking) == self.loop.run_until_complete(self.awaited.length())
-            assert list(self.blocking.iterkeys()) == self.loop.run_until_complete(self.awaited.keys())
+            assert list(self.blocking.iterkeys()) == self.loop.run_until_complete(
+                self.awaited.keys()
+            )
             assert list(self.blocking.iterkeys(reverse=True, prefix="q")) == (
                 self.loop.run_until_complete(self.awaited.keys(reverse=True, prefix="q"))
             )
