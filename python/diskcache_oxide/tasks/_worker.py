@@ -327,7 +327,7 @@ class Worker:
         if task.is_async:
             inner: asyncio.Future[Any] = asyncio.ensure_future(task.func(*run.args, **run.kwargs))
         else:
-            inner = asyncio.ensure_future(asyncio.to_thread(task.func, *run.args, **run.kwargs))
+            inner = _in_daemon_thread(task.func, run.args, run.kwargs)
         done, _ = await asyncio.wait({inner}, timeout=task.timeout)
         if not done:
             inner.cancel()
@@ -390,6 +390,35 @@ class Worker:
         if self.failed is not None:
             return EXIT_ERROR
         return EXIT_FORCED if self.forced else EXIT_OK
+
+
+def _in_daemon_thread(func: Any, args: Any, kwargs: Any) -> asyncio.Future[Any]:
+    """Run a plain function of the async pool in a daemon thread: unlike the loop's
+    executor, whose threads the interpreter waits for at exit, a task released at shutdown
+    does not keep the worker alive."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(error: BaseException | None, value: Any) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def body() -> None:
+        try:
+            value, error = func(*args, **kwargs), None
+        except BaseException as raised:
+            value, error = None, raised
+        try:
+            loop.call_soon_threadsafe(settle, error, value)
+        except RuntimeError:  # the loop is closed: the worker has stopped
+            pass
+
+    threading.Thread(target=body, daemon=True, name="task").start()
+    return future
 
 
 def run_worker(
