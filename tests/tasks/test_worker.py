@@ -45,7 +45,7 @@ def test_sigterm_past_the_grace_releases_the_task(
     info = app.tasks.jobs.get(result.id)
     # Released: ready again at once, its attempt not counted.
     assert (info.state, info.attempts) == ("ready", 0)
-    assert info.due <= dc.JobQueue(app.tasks.cache).get(result.id).created + 3600
+    assert info.due <= time.time()
     assert result.status == "queued"
     assert "released 1 running task(s)" in worker.log
     assert _runs(markers, "r", "end") == []

@@ -76,9 +76,7 @@ class Tasks:
     cannot hold, before anything is queued.
     """
 
-    def __init__(
-        self, cache_or_url: Any, queue: str = "default", *, pickle: bool = False
-    ) -> None:
+    def __init__(self, cache_or_url: Any, queue: str = "default", *, pickle: bool = False) -> None:
         if not isinstance(queue, str) or not queue or "\0" in queue:
             raise ValueError(f"queue must be a non-empty str without NUL characters, not {queue!r}")
         self._spec = cache_or_url
@@ -165,7 +163,7 @@ class Tasks:
         result_expire: float | None = ...,
     ) -> Callable[[Callable[..., R]], Task[R]]: ...
 
-    def task(self, func: Any = None, /, **options: Any) -> Any:
+    def task(self, func: Any = None, /, **options: Any) -> Any:  # type: ignore[misc]
         """Declare a task (a plain or an ``async def`` function), as ``@tasks.task`` or
         ``@tasks.task(...)``.
 
@@ -202,9 +200,7 @@ class Tasks:
         known = {"name", "queue", *DEFAULTS}
         unknown = sorted(set(options) - known)
         if unknown:
-            raise TypeError(
-                f"@tasks.task got unknown options {unknown}; it takes {sorted(known)}"
-            )
+            raise TypeError(f"@tasks.task got unknown options {unknown}; it takes {sorted(known)}")
         made = Task(self, func, **options)
         with _registry_lock:
             _registry[made.name] = made
@@ -246,12 +242,12 @@ class Task(Generic[R]):
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ValueError(f"retries must be an int >= 0, not {retries!r}")
         if not callable(backoff):
-            backoff = float(seconds(backoff, "backoff", NONNEGATIVE))  # type: ignore[arg-type]
+            backoff = float(seconds(backoff, "backoff", NONNEGATIVE))
         if not (isinstance(unique, bool) or callable(unique)):
             raise TypeError(f"unique must be a bool or a function, not {type(unique).__name__}")
         if queue is not None and (not isinstance(queue, str) or not queue or "\0" in queue):
             raise ValueError(f"queue must be a non-empty str without NUL characters, not {queue!r}")
-        lease_s = float(seconds(lease, "lease", NONNEGATIVE))  # type: ignore[arg-type]
+        lease_s = float(seconds(lease, "lease", NONNEGATIVE))
         if lease_s <= 0:
             raise ValueError(f"lease must be > 0 seconds, not {lease!r}")
         self.app = app
@@ -322,7 +318,9 @@ class Task(Generic[R]):
         else:
             at = eta.timestamp() if isinstance(eta, datetime.datetime) else eta
             if isinstance(at, bool) or not isinstance(at, (int, float)):
-                raise TypeError(f"eta must be a datetime or epoch seconds, not {type(eta).__name__}")
+                raise TypeError(
+                    f"eta must be a datetime or epoch seconds, not {type(eta).__name__}"
+                )
             wait = max(0.0, float(at) - time.time())
         if not isinstance(args, (tuple, list)):
             raise TypeError(f"args must be a tuple or a list, not {type(args).__name__}")
@@ -339,7 +337,6 @@ class Task(Generic[R]):
             )
         except UnsupportedTypeError as error:
             raise UnsupportedTypeError(
-                f"{self.name}: an argument cannot be stored, so the task was not queued: "
-                f"{error}"
+                f"{self.name}: an argument cannot be stored, so the task was not queued: {error}"
             ) from error
         return TaskResult(self.app, job_id)

@@ -11,13 +11,13 @@ import resource
 import sys
 import threading
 import traceback
-from typing import Any, Union
+from typing import Any
 
 __all__ = ["Outcome", "error_outcome", "import_modules", "memory_bytes", "outcome_of", "run_call"]
 
 #: ("ok", value) | ("error", type name, message, traceback) | ("timeout",) |
 #: ("crashed", why) | ("released",)
-Outcome = Union[tuple[str], tuple[str, Any], tuple[str, str, str, str]]
+Outcome = tuple[Any, ...]
 
 
 def import_modules(modules: list[str]) -> None:

@@ -100,9 +100,7 @@ class ProcessPool:
     the task modules), recycled after ``max_tasks`` tasks or once its memory passes
     ``max_memory`` bytes, and killed when its task runs past its timeout."""
 
-    def __init__(
-        self, modules: list[str], max_tasks: int | None, max_memory: int | None
-    ) -> None:
+    def __init__(self, modules: list[str], max_tasks: int | None, max_memory: int | None) -> None:
         self._modules = modules
         self._max_tasks = max_tasks
         self._max_memory = max_memory

@@ -159,7 +159,9 @@ class Worker:
             kind = outcome[0]
             if kind == "ok":
                 store_record(
-                    self.cache, job.id, {"status": "succeeded", "value": outcome[1]},
+                    self.cache,
+                    job.id,
+                    {"status": "succeeded", "value": outcome[1]},
                     task.result_expire,
                 )
                 done = self.jobs.finish(job)
@@ -180,7 +182,7 @@ class Worker:
                 self.log(run, "released", "")
                 return
             else:
-                _, type_name, message, text = outcome  # type: ignore[misc]
+                _, type_name, message, text = outcome
             final = job.max_attempts > 0 and job.attempts >= job.max_attempts
             if final:
                 # Before the job goes dead, so that a waiter woken by it finds the record.
@@ -285,9 +287,7 @@ class Worker:
             self.stopping.set()
 
     def run_threads(self) -> int:
-        previous = {
-            s: signal.signal(s, self.on_signal) for s in (signal.SIGTERM, signal.SIGINT)
-        }
+        previous = {s: signal.signal(s, self.on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
             threading.Thread(target=self.heartbeat, daemon=True, name="heartbeat").start()
             slots = [
@@ -524,21 +524,32 @@ def add_command(group: click.Group) -> None:
     @click.argument("modules", nargs=-1, required=True)
     @click.option("-c", "--concurrency", type=click.IntRange(min=1), default=1, show_default=True)
     @click.option(
-        "--pool", type=click.Choice(POOLS), default="process", show_default=True,
+        "--pool",
+        type=click.Choice(POOLS),
+        default="process",
+        show_default=True,
         help="Where task bodies run: a child process per slot, threads, or an event loop.",
     )
     @click.option(
-        "-Q", "--queue", "queues", multiple=True,
+        "-Q",
+        "--queue",
+        "queues",
+        multiple=True,
         help="A queue to serve (repeat, most urgent first; default: the tasks' queues).",
     )
     @click.option(
-        "--grace", type=click.FloatRange(min=0), default=30.0, show_default=True,
+        "--grace",
+        type=click.FloatRange(min=0),
+        default=30.0,
+        show_default=True,
         help="Seconds running tasks get to finish after SIGTERM/SIGINT; then released.",
     )
     @click.option("--burst", is_flag=True, help="Exit once no job is due.")
     @click.option("--max-tasks-per-child", type=click.IntRange(min=1), default=None)
     @click.option(
-        "--max-memory-per-child", type=click.FloatRange(min=1), default=None,
+        "--max-memory-per-child",
+        type=click.FloatRange(min=1),
+        default=None,
         help="MiB of resident memory after which a child is recycled.",
     )
     @click.option("--pickle", is_flag=True, help="Read and write pickles (trusted writers only).")
