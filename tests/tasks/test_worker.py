@@ -83,6 +83,18 @@ def test_a_sigkilled_worker_s_task_comes_back_after_its_lease(
     assert second.wait() == 0
 
 
+def test_the_heartbeat_keeps_a_task_longer_than_its_lease(
+    app: ModuleType, store: str, markers: Path, start_worker: Any
+) -> None:
+    workers = [start_worker(store, "--pool", "thread") for _ in range(2)]
+    result = app.sleepy.delay(str(markers), "h", 4.0)  # four times its lease of 1.5 s
+    assert result.get(timeout=60) == "h"
+    assert len(_runs(markers, "h", "start")) == 1  # never taken by the other worker
+    for worker in workers:
+        worker.signal(signal.SIGTERM)
+    assert [worker.wait() for worker in workers] == [0, 0]
+
+
 @pytest.mark.parametrize(
     ("pool", "task"),
     [("process", "too_slow"), ("thread", "too_slow_python"), ("async", "async_too_slow")],

@@ -328,7 +328,11 @@ class Worker:
             inner: asyncio.Future[Any] = asyncio.ensure_future(task.func(*run.args, **run.kwargs))
         else:
             inner = _in_daemon_thread(task.func, run.args, run.kwargs)
-        done, _ = await asyncio.wait({inner}, timeout=task.timeout)
+        try:
+            done, _ = await asyncio.wait({inner}, timeout=task.timeout)
+        except asyncio.CancelledError:  # released at shutdown: stop the body too
+            inner.cancel()
+            raise
         if not done:
             inner.cancel()
             await asyncio.wait({inner}, timeout=5)
