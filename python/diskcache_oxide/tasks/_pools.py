@@ -23,12 +23,16 @@ from ._child import child_main
 from ._errors import TaskTimeout
 from ._execute import Outcome, error_outcome, run_call
 
-__all__ = ["ProcessPool", "Running", "ThreadPool"]
+__all__ = ["ChildStartError", "ProcessPool", "Running", "ThreadPool"]
 
 _log = logging.getLogger("diskcache_oxide.tasks")
 
 #: How often a waiting slot looks at its task's deadline and at a release by the shutdown.
 SLICE = 0.1
+
+
+class ChildStartError(RuntimeError):
+    """A process-pool child could not be started: the worker stops (exit code 1)."""
 
 
 class Running:
@@ -127,16 +131,16 @@ class ProcessPool:
         theirs.close()
         if not ours.poll(120):
             process.kill()
-            raise RuntimeError("a child process did not start within 120 s")
+            raise ChildStartError("a child process did not start within 120 s")
         try:
             hello = ours.recv()
         except EOFError:
-            raise RuntimeError(
+            raise ChildStartError(
                 f"a child process exited while starting (exit code {process.exitcode})"
             ) from None
         if hello[0] != "ready":
             process.kill()
-            raise RuntimeError(f"a child process could not import the task modules: {hello[1]}")
+            raise ChildStartError(f"a child process could not import the task modules: {hello[1]}")
         child = _Child(process, ours)
         with self._lock:
             self._children[slot] = child

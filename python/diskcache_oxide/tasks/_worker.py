@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 import threading
@@ -33,7 +34,7 @@ from ._app import Task, open_store, registered
 from ._errors import TaskTimeout
 from ._execute import Outcome, error_outcome, import_modules
 from ._payload import ERROR_LIMIT, call_of
-from ._pools import SLICE, ProcessPool, Running, ThreadPool
+from ._pools import SLICE, ChildStartError, ProcessPool, Running, ThreadPool
 from ._results import failure_record, store_record, wake
 
 if TYPE_CHECKING:
@@ -257,34 +258,52 @@ class Worker:
     # ---- the thread and process pools -----------------------------------------------------
 
     def slot(self, index: int) -> None:
+        """A slot of the thread and process pools: take, run, settle, until stopped. A
+        failing store call (a locked or full disk) is logged and tried again a second later;
+        a child process that cannot start stops the worker."""
         try:
             self.pool.prepare(index)
             while not self.stopping.is_set():
-                job = self.jobs.take(timeout=self.poll)
-                if job is None:
-                    if self.burst:
-                        return
-                    continue
-                if self.stopping.is_set():
-                    self.jobs.release(job)
-                    return
-                run = self.begin(job)
-                if run is None:
-                    continue
-                with self.lock:
-                    self.running[index] = run
                 try:
-                    outcome = self.pool.execute(index, run)
-                except Exception as error:
-                    outcome = ("crashed", f"{type(error).__name__}: {error}")
-                finally:
-                    with self.lock:
-                        self.running.pop(index, None)
-                self.settle(run, outcome)
+                    if not self.step(index):
+                        return
+                except ChildStartError:
+                    raise
+                except Exception:
+                    _log.exception("slot %d: a call to the store failed; trying again", index)
+                    time.sleep(1.0)
         except Exception as error:
             self.failed = f"{type(error).__name__}: {error}"
             _log.error("slot %d stopped: %s\n%s", index, self.failed, traceback.format_exc())
             self.stopping.set()
+
+    def step(self, index: int) -> bool:
+        """Take one job and see it through; False when the slot should stop."""
+        job = self.jobs.take(timeout=self.poll)
+        if job is None:
+            return not self.burst
+        if self.stopping.is_set():
+            self.jobs.release(job)
+            return False
+        run = self.begin(job)
+        if run is None:
+            return True
+        with self.lock:
+            self.running[index] = run
+        try:
+            outcome = self.pool.execute(index, run)
+        except ChildStartError:
+            with run.lock:
+                run.settled = True
+                self.jobs.release(run.job)
+            raise
+        except Exception as error:
+            outcome = ("crashed", f"{type(error).__name__}: {error}")
+        finally:
+            with self.lock:
+                self.running.pop(index, None)
+        self.settle(run, outcome)
+        return True
 
     def run_threads(self) -> int:
         previous = {s: signal.signal(s, self.on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -343,29 +362,38 @@ class Worker:
         return ("ok", inner.result())
 
     async def aslot(self, index: int) -> None:
+        """A slot of the async pool (see :meth:`slot`)."""
         while not self.stopping.is_set():
-            job = await asyncio.to_thread(self.jobs.take, timeout=self.poll)
-            if job is None:
-                if self.burst:
+            try:
+                if not await self.astep(index):
                     return
-                continue
-            if self.stopping.is_set():
-                await asyncio.to_thread(self.jobs.release, job)
-                return
-            run = await asyncio.to_thread(self.begin, job)
-            if run is None:
-                continue
-            run.future = asyncio.ensure_future(self._body(run))
-            with self.lock:
-                self.running[index] = run
-            await asyncio.wait({run.future})
-            with self.lock:
-                self.running.pop(index, None)
-            if run.future.cancelled():
-                outcome: Outcome = ("released",)
-            else:
-                outcome = run.future.result()
-            await asyncio.to_thread(self.settle, run, outcome)
+            except Exception:
+                _log.exception("slot %d: a call to the store failed; trying again", index)
+                await asyncio.sleep(1.0)
+
+    async def astep(self, index: int) -> bool:
+        """:meth:`step` on the event loop."""
+        job = await asyncio.to_thread(self.jobs.take, timeout=self.poll)
+        if job is None:
+            return not self.burst
+        if self.stopping.is_set():
+            await asyncio.to_thread(self.jobs.release, job)
+            return False
+        run = await asyncio.to_thread(self.begin, job)
+        if run is None:
+            return True
+        run.future = asyncio.ensure_future(self._body(run))
+        with self.lock:
+            self.running[index] = run
+        await asyncio.wait({run.future})
+        with self.lock:
+            self.running.pop(index, None)
+        if run.future.cancelled():
+            outcome: Outcome = ("released",)
+        else:
+            outcome = run.future.result()
+        await asyncio.to_thread(self.settle, run, outcome)
+        return True
 
     async def run_async(self) -> int:
         loop = asyncio.get_running_loop()
@@ -423,6 +451,25 @@ def _in_daemon_thread(func: Any, args: Any, kwargs: Any) -> asyncio.Future[Any]:
 
     threading.Thread(target=body, daemon=True, name="task").start()
     return future
+
+
+def _warn_of_other_stores(target: Any, tasks: dict[str, Task[Any]]) -> None:
+    """Warn when a module's ``Tasks`` names another directory than the worker serves: its
+    ``delay()`` calls would queue where this worker never looks."""
+    if not isinstance(target, str) or "://" in target:
+        return
+    apps = {id(task.app): task.app for task in tasks.values()}
+    for app in apps.values():
+        where = app.where
+        if "://" in where or os.path.realpath(where) == os.path.realpath(target):
+            continue
+        names = sorted(name for name, task in tasks.items() if task.app is app)
+        _log.warning(
+            "the tasks %s queue to %s, but this worker serves %s: give both the same store",
+            names[:3] + (["..."] if len(names) > 3 else []),
+            where,
+            target,
+        )
 
 
 def run_worker(
@@ -484,6 +531,7 @@ def run_worker(
     if not tasks:
         _log.error("the modules %s declare no task (@tasks.task)", list(modules))
         return EXIT_IMPORT
+    _warn_of_other_stores(target, tasks)
     pickle = pickle or any(task.app.pickle for task in tasks.values())
     served = list(dict.fromkeys(queues or [task.queue for task in tasks.values()]))
     try:
