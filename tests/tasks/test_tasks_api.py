@@ -149,3 +149,35 @@ def test_a_waiter_in_another_process_is_woken(
     out, _ = waiter.communicate(timeout=60)
     assert out.strip() == "42"
     assert worker.wait() == 0
+
+
+def test_tasks_takes_a_cache_a_path_or_a_file_url(tmp_path: Path) -> None:
+    cache = dc.Cache(str(tmp_path / "a"), eviction_policy="none")
+    on_cache = dc.Tasks(cache)
+    assert on_cache.cache is cache and on_cache.jobs.cache is cache
+    on_url = dc.Tasks(f"file://{tmp_path / 'b'}", queue="mail")
+    assert on_url.cache.directory == str(tmp_path / "b")
+    assert on_url.cache.eviction_policy == "none"
+    assert on_url.jobs.queues == ("mail",)
+
+
+def test_schedule_with_eta_and_a_timedelta(app: ModuleType) -> None:
+    import datetime
+
+    soon = app.add.schedule((1, 2), eta=datetime.datetime.now() + datetime.timedelta(hours=1))
+    later = app.add.schedule([3, 4], {"b": 5}, delay=datetime.timedelta(minutes=5))
+    jobs = app.tasks.jobs
+    assert jobs.counts().scheduled == 2
+    assert jobs.get(soon.id).due > time.time() + 3000
+    assert jobs.get(later.id).value == {
+        "task": "sample_tasks.add",
+        "args": [3, 4],
+        "kwargs": {"b": 5},
+    }
+
+
+def test_bad_declarations_say_what_to_do(app: ModuleType) -> None:
+    with pytest.raises(TypeError, match="unknown options"):
+        app.tasks.task(retry=3)(lambda: None)
+    with pytest.raises(ValueError, match="retries must be"):
+        app.tasks.task(retries=-1)(lambda: None)

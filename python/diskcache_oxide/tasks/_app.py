@@ -314,7 +314,9 @@ class Task(Generic[R]):
         if (delay is None) == (eta is None):
             raise TypeError("schedule() takes one of delay= and eta=")
         if delay is not None:
-            wait = float(seconds(delay, "delay", NONNEGATIVE))  # type: ignore[arg-type]
+            if isinstance(delay, datetime.timedelta):
+                delay = delay.total_seconds()
+            wait = float(seconds(delay, "delay", NONNEGATIVE))
         else:
             at = eta.timestamp() if isinstance(eta, datetime.datetime) else eta
             if isinstance(at, bool) or not isinstance(at, (int, float)):
