@@ -134,20 +134,33 @@ def test_a_waiter_in_another_process_is_woken(
     app: ModuleType, store: str, start_worker: Any
 ) -> None:
     result = app.add.delay(40, 2)
+    # The waiter's backstop re-check is pushed out to an hour, so it can only return by
+    # being woken: by the token the worker pushes on the task's wake queue.
     waiter = subprocess.Popen(
         [
             sys.executable,
             "-c",
-            "import sys, diskcache_oxide as dc;"
-            f"print(dc.Tasks(sys.argv[1]).result({result.id}).get(timeout=60))",
+            "import sys, time, diskcache_oxide as dc, diskcache_oxide.tasks._results as r;"
+            "r.RECHECK = 3600.0;"
+            f"result = dc.Tasks(sys.argv[1]).result({result.id});"
+            "print(result.status, flush=True);"
+            "print(result.get())",
             store,
         ],
         stdout=subprocess.PIPE,
         text=True,
     )
-    worker = start_worker(store, "--pool", "thread", "--burst")
-    out, _ = waiter.communicate(timeout=60)
+    try:
+        assert waiter.stdout is not None
+        assert waiter.stdout.readline().strip() == "queued"  # it waits before the worker starts
+        worker = start_worker(store, "--pool", "thread", "--burst")
+        out, _ = waiter.communicate(timeout=60)
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+            waiter.wait()
     assert out.strip() == "42"
+    assert result.get(timeout=0) == 42
     assert worker.wait() == 0
 
 
