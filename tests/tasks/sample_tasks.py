@@ -89,3 +89,9 @@ def unstorable() -> object:
 @tasks.task(unique=True)
 def once_at_a_time(key: str) -> str:
     return key
+
+
+@tasks.task(retries=0)
+def crash(code: int) -> None:
+    """Ends its process at once, as a segfault or the OOM killer would."""
+    os._exit(code)

@@ -153,3 +153,32 @@ def test_bad_usage_exits_2(store: str, start_worker: Any) -> None:
     worker = start_worker(store, "--pool", "thread", "--max-tasks-per-child", "3")
     assert worker.wait() == 2
     assert "need --pool process" in worker.log
+
+
+def test_a_child_that_dies_mid_task_fails_the_attempt(
+    app: ModuleType, store: str, start_worker: Any
+) -> None:
+    result = app.crash.delay(9)
+    after = app.add.delay(1, 1)
+    worker = start_worker(store, "--pool", "process", "--burst")
+    with pytest.raises(dc.TaskFailed) as caught:
+        result.get(timeout=60)
+    assert caught.value.type_name == "WorkerCrashed"
+    assert "exited with code 9" in caught.value.message
+    assert after.get(timeout=60) == 2  # a new child took over
+    assert worker.wait() == 0
+
+
+def test_jobs_that_are_not_this_worker_s_tasks(
+    app: ModuleType, store: str, start_worker: Any
+) -> None:
+    jobs = app.tasks.jobs
+    unknown = jobs.put({"task": "elsewhere.job", "args": [], "kwargs": {}}, max_attempts=1)
+    foreign = jobs.put("not a task call", max_attempts=1)
+    worker = start_worker(store, "--pool", "thread", "--burst")
+    assert worker.wait() == 0
+    dead = {info.id: info.error for info in jobs.dead()}
+    assert "no task named 'elsewhere.job' in this worker: import its module" in dead[unknown]
+    assert "not a task call" in dead[foreign]
+    with pytest.raises(dc.TaskFailed, match="TaskDead"):
+        app.tasks.result(unknown).get(timeout=0)
