@@ -17,6 +17,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+pytestmark = pytest.mark.oxide
+
 
 class TaskResults(RuleBasedStateMachine):
     def __init__(self) -> None:

@@ -16,6 +16,8 @@ import diskcache_oxide as dc
 import pytest
 from diskcache_oxide.tasks import STATUSES
 
+pytestmark = pytest.mark.oxide
+
 
 def test_names_are_module_qualname(app: ModuleType) -> None:
     assert app.add.name == "sample_tasks.add"

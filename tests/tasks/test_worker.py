@@ -14,6 +14,8 @@ import diskcache_oxide as dc
 import pytest
 from tasks_support import wait_for
 
+pytestmark = [pytest.mark.slow, pytest.mark.oxide]
+
 
 def _runs(markers: Path, name: str, event: str) -> list[Path]:
     return sorted(markers.glob(f"{name}.{event}.*"))
