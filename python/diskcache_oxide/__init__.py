@@ -54,6 +54,16 @@ from .recipes import (
     throttle,
 )
 from .registry import register_type, registered_types, unregister_type
+from .tasks import (
+    ResultTimeout,
+    Task,
+    TaskCancelled,
+    TaskError,
+    TaskFailed,
+    TaskResult,
+    Tasks,
+    TaskTimeout,
+)
 
 __all__ = [
     "DEFAULT_SETTINGS",
@@ -92,9 +102,17 @@ __all__ = [
     "NullCache",
     "RLock",
     "ReadOnlyError",
+    "ResultTimeout",
     "SkippedEntry",
     "SkippedSetting",
     "Swept",
+    "Task",
+    "TaskCancelled",
+    "TaskError",
+    "TaskFailed",
+    "TaskResult",
+    "TaskTimeout",
+    "Tasks",
     "Timeout",
     "UnknownFileWarning",
     "UnknownTypeError",

@@ -334,4 +334,7 @@ def build_group() -> click.Group:
 
     _queues.add_commands(group)
     _tools.add_commands(group)
+    from ..tasks._worker import add_command as add_worker_command  # issue 22, D-063
+
+    add_worker_command(group)
     return group

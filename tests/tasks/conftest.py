@@ -1,0 +1,68 @@
+"""Fixtures of the task tests: a fresh copy of ``sample_tasks`` on a store of the test's own,
+and workers started through the command (``python -m diskcache_oxide worker``)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from tasks_support import Worker
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    path = tmp_path / "store"
+    path.mkdir()
+    return str(path)
+
+
+@pytest.fixture
+def app(store: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """``sample_tasks`` imported afresh, its app on the test's store."""
+    monkeypatch.setenv("DCO_TASKS_DIR", store)
+    monkeypatch.syspath_prepend(str(HERE))
+    sys.modules.pop("sample_tasks", None)
+    return importlib.import_module("sample_tasks")
+
+
+@pytest.fixture
+def markers(tmp_path: Path) -> Path:
+    path = tmp_path / "markers"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def start_worker(tmp_path: Path) -> Iterator[Callable[..., Worker]]:
+    started: list[Worker] = []
+
+    def start(store: str, *args: str, modules: tuple[str, ...] = ("sample_tasks",)) -> Worker:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(HERE), *filter(None, [env.get("PYTHONPATH", "")])])
+        log = tmp_path / f"worker-{len(started)}.log"
+        with open(log, "wb") as err:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "diskcache_oxide", "worker", store, *modules, *args],
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                env=env,
+                cwd=tmp_path,
+            )
+        worker = Worker(process, log)
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        if worker.process.poll() is None:
+            worker.process.send_signal(signal.SIGKILL)
+            worker.process.wait(30)
