@@ -233,6 +233,8 @@ def test_read_commands_change_nothing(server: FilledRedis, run: Run) -> None:
         ["queue", url, "emails", "peek"],
         ["queue", url, "-", "len"],
         ["claims", url, "ls"],
+        ["jobs", url, "mail", "ls"],
+        ["jobs", url, "mail", "show", str(server.dead)],
     ):
         run(*args)
         assert redis_snapshot(url) == before, args
