@@ -72,7 +72,8 @@ def _text(data: bytes | str | None) -> str:
 def _entry_of(cache: Any, member: bytes) -> tuple[bytes, float | None, bytes] | None:
     """The stored frame, expiry (seconds since the epoch) and tag frame of one member, or None
     if it is absent (an expired entry is absent)."""
-    found: tuple[bytes, float | None, bytes] | None = _run(cache, _inspect_ops().entry(cache, member))
+    found: tuple[bytes, float | None, bytes] | None
+    found = _run(cache, _inspect_ops().entry(cache, member))
     return found
 
 

@@ -10,8 +10,9 @@ writing a byte (:func:`open_cache` does), which also works on a directory anothe
 using. A Redis namespace (``redis://host:port/db?namespace=NS``, ``rediss://``, ``unix://``,
 ``?cluster=1``) is read with the backend's read-only operations, which change nothing on the
 server (``_admin_redis`` over ``remote._inspect``); its jobs are
-``diskcache_oxide.jobs.jobs_of(cache)`` and ``JobQueue(cache, name)``, as a directory's. What only a directory has (its volume on disk, its SQLite file, value
-files, ``size_limit``) is None there, or raises :class:`NotApplicable`.
+``diskcache_oxide.jobs.jobs_of(cache)`` and ``JobQueue(cache, name)``, as a directory's are.
+What only a directory has (its volume on disk, its SQLite file, value files, ``size_limit``)
+is None there, or raises :class:`NotApplicable`.
 """
 
 from __future__ import annotations
