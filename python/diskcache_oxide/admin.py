@@ -8,9 +8,11 @@ Everything here reads, except the calls whose names say they change something
 :func:`vacuum`, :func:`copy`). Open a directory with ``read_only=True`` to look without
 writing a byte (:func:`open_cache` does), which also works on a directory another process is
 using. A Redis namespace (``redis://host:port/db?namespace=NS``, ``rediss://``, ``unix://``,
-``?cluster=1``) is read with plain read commands that change nothing on the server
-(``_admin_redis``); what only a directory has (its volume on disk, its SQLite file, value
-files, ``size_limit``) is None there, or raises :class:`NotApplicable`.
+``?cluster=1``) is read with the backend's read-only operations, which change nothing on the
+server (``_admin_redis`` over ``remote._inspect``); its jobs are
+``diskcache_oxide.jobs.jobs_of(cache)`` and ``JobQueue(cache, name)``, as a directory's are.
+What only a directory has (its volume on disk, its SQLite file, value files, ``size_limit``)
+is None there, or raises :class:`NotApplicable`.
 """
 
 from __future__ import annotations
@@ -28,11 +30,10 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from urllib.parse import urlsplit
 
 from . import _admin_redis as _redis
-from ._admin_redis import JobsUnavailable
 from .claims import ClaimInfo
 from .core import DEFAULT_SETTINGS, Cache
 from .errors import CacheError, DecodeError
-from .jobs import JobCounts, JobInfo, JobQueue
+from .jobs import JobCounts, JobInfo, JobQueue, JobsBackend, jobs_of
 
 if TYPE_CHECKING:
     from .remote import RedisCache
@@ -48,7 +49,6 @@ __all__ = [
     "CopyReport",
     "CopySkip",
     "JobRow",
-    "JobsUnavailable",
     "NotApplicable",
     "QueueItem",
     "QueueRow",
@@ -205,12 +205,6 @@ def _open_redis(url: str, pickle: bool, timeout: float = REDIS_TIMEOUT) -> Any:
     from ._open import open as open_any
 
     shown = _shown_url(url)
-    parts = urlsplit(url)
-    if parts.scheme.lower() == "unix" and not parts.netloc:
-        # remote.open_client rebuilds the URL without its namespace with urlunsplit, which
-        # writes unix:///path as unix:/path, a URL redis-py refuses; with a host part (which
-        # redis-py ignores for a socket) it survives. Remove once open_client keeps it.
-        url = parts._replace(netloc="localhost").geturl()
     try:
         cache = open_any(url, pickle=pickle, timeout=timeout)
     except ImportError as error:
@@ -452,20 +446,10 @@ def keys(cache: AnyCache, *, prefix: str | None = None, limit: int | None = 100)
     return list(itertools.islice(_all_keys(cache, prefix), limit))
 
 
-def _jobs_core(cache: AnyCache) -> Any:
-    # The operator's calls on the jobs, in the shape of a directory's Cache._jobs.
-    if isinstance(cache, Cache):
-        return cache._jobs
-    return _redis.jobs_core(cache)
-
-
 def job_queues(cache: AnyCache, *, after: str | None = None, limit: int | None = None) -> list[str]:
     """The names of the job queues in the cache (those holding jobs in any state), sorted:
-    those after ``after``, at most ``limit`` (None: all).
-
-    :raises JobsUnavailable: on Redis, when this build has no JobQueue on Redis
-    """
-    names: list[str] = list(_jobs_core(cache).queues())
+    those after ``after``, at most ``limit`` (None: all)."""
+    names: list[str] = list(jobs_of(cache).queues())
     if after is not None:
         names = names[bisect.bisect_right(names, after) :]
     return names if limit is None else names[:limit]
@@ -473,9 +457,7 @@ def job_queues(cache: AnyCache, *, after: str | None = None, limit: int | None =
 
 def job_counts(cache: AnyCache, queue: str) -> JobCounts:
     """The jobs of ``queue`` by state."""
-    if isinstance(cache, Cache):
-        return JobQueue(cache, queue).counts()
-    return JobCounts(*_jobs_core(cache).counts(queue))
+    return JobQueue(cache, queue).counts()
 
 
 def _value_text(info: JobInfo, width: int | None = 60) -> str:
@@ -530,7 +512,7 @@ def jobs(
     if after >= _MAX_JOB_ID:
         return []
     now = time.time()
-    found = _jobs_core(cache).list(queue, state, max(0, after), limit, preview=width)
+    found = jobs_of(cache).list(queue, state, max(0, after), limit, preview=width)
     return [_job_row(info, now, listed=state) for info in found]
 
 
@@ -539,10 +521,7 @@ def job(cache: AnyCache, job_id: int) -> JobRow | None:
     out of range included)."""
     if _no_such_id(job_id):
         return None
-    if isinstance(cache, Cache):
-        found = JobQueue(cache).get(job_id)
-    else:
-        found = _jobs_core(cache).info(job_id)
+    found = JobQueue(cache).get(job_id)
     return None if found is None else _job_row(found, time.time(), width=None)
 
 
@@ -550,21 +529,19 @@ def retry_job(cache: AnyCache, job_id: int, *, delay: float = 0.0) -> bool:
     """Put a dead job back in its queue, its attempts reset. False if it is not dead."""
     if _no_such_id(job_id):
         return False
-    if isinstance(cache, Cache):
-        return JobQueue(cache).requeue(job_id, delay=delay)
-    return bool(_jobs_core(cache).requeue(job_id, delay))
+    return JobQueue(cache).requeue(job_id, delay=delay)
 
 
 def bury_job(cache: AnyCache, job_id: int, reason: str = "buried by an operator") -> bool:
     """Send a ready or leased job to the dead-letter list. False if it is absent or dead."""
     if _no_such_id(job_id):
         return False
-    return bool(_jobs_core(cache).bury_any(job_id, reason))
+    return bool(jobs_of(cache).bury_any(job_id, reason))
 
 
 def purge_dead(cache: AnyCache, queue: str) -> int:
     """Delete the dead jobs of ``queue``; how many there were."""
-    return int(_jobs_core(cache).purge_dead(queue))
+    return int(jobs_of(cache).purge_dead(queue))
 
 
 def claims(
@@ -573,15 +550,10 @@ def claims(
     *,
     limit: int | None = None,
     offset: int = 0,
-    reuse: float = 0.0,
 ) -> list[ClaimRow]:
     """The live claims (of ``namespace``, or of every namespace), by namespace and key (on
     Redis, by namespace and when their lease ends): with ``limit``, at most that many after
-    the first ``offset`` (only those are read).
-
-    :param reuse: on Redis, finding every claims namespace is a SCAN of the server's keys; a
-        list found at most this many seconds ago is used again (the dashboard polls)
-    """
+    the first ``offset`` (only those are read)."""
     now = time.time()
     found: Iterable[tuple[Any, ...]]
     if isinstance(cache, Cache):
@@ -590,7 +562,7 @@ def claims(
             for ns, key, *held in cache._claims.list(namespace, limit, offset)
         )
     else:
-        found = _redis.claims(cache, namespace, limit=limit, offset=offset, fresh_for=reuse)
+        found = _redis.claims(cache, namespace, limit=limit, offset=offset)
     rows = []
     for ns, key, held_fields in found:
         held = ClaimInfo(*held_fields)
@@ -608,11 +580,10 @@ def claims(
     return rows
 
 
-def claim_count(cache: AnyCache, namespace: str | None = None, *, reuse: float = 0.0) -> int:
-    """How many live claims there are (of ``namespace``, or of every namespace); ``reuse`` as
-    for :func:`claims`."""
+def claim_count(cache: AnyCache, namespace: str | None = None) -> int:
+    """How many live claims there are (of ``namespace``, or of every namespace)."""
     if not isinstance(cache, Cache):
-        return _redis.claim_count(cache, namespace, fresh_for=reuse)
+        return _redis.claim_count(cache, namespace)
     return cache._claims.count(namespace)
 
 
@@ -657,12 +628,8 @@ DIRECTORY_ONLY = {
 }
 
 
-def _job_counts(cache: AnyCache) -> tuple[dict[str, dict[str, int]], str | None]:
-    try:
-        names = job_queues(cache)
-        return {name: job_counts(cache, name)._asdict() for name in names}, None
-    except JobsUnavailable as error:
-        return {}, str(error)
+def _job_counts(cache: AnyCache) -> dict[str, dict[str, int]]:
+    return {name: job_counts(cache, name)._asdict() for name in job_queues(cache)}
 
 
 def server_memory(cache: Any) -> dict[str, Any]:
@@ -686,13 +653,10 @@ def info(cache: AnyCache) -> dict[str, Any]:
     """The cache's settings, counts, volume, queues, job queues and claims, as plain data
     (what ``diskcache-oxide info --json`` prints). On Redis: ``directory`` and ``volume``
     are None, ``settings`` holds the namespace's and the server's memory settings, and
-    ``not_applicable`` names what only a directory has; ``jobs_unavailable`` says why the
-    job queues are not listed, if they are not."""
-    jobs_found, jobs_missing = _job_counts(cache)
+    ``not_applicable`` names what only a directory has."""
     common = {
         "queues": [asdict(row) for row in queues(cache)],
-        "jobs": jobs_found,
-        "jobs_unavailable": jobs_missing,
+        "jobs": _job_counts(cache),
         "claims": claim_count(cache),
     }
     if not isinstance(cache, Cache):
@@ -966,37 +930,23 @@ def _copy_entries(
         progress(done, max(total, done))
 
 
-def _job_queue(cache: AnyCache, name: str) -> Any:
-    if isinstance(cache, Cache):
-        return JobQueue(cache, name)
-    return _redis.job_queue(cache, name)
-
-
 def _copy_jobs(source: AnyCache, destination: AnyCache, report: CopyReport) -> None:
-    try:
-        names = job_queues(source)
-    except JobsUnavailable as error:
-        report.jobs_note = f"jobs not read: {error}"
-        return
+    names = job_queues(source)
     if not names:
         return
-    waiting = sum(sum(job_counts(source, name)) for name in names)
-    try:
-        there = job_queues(destination)
-    except JobsUnavailable as error:
-        report.jobs_note = f"{waiting} jobs not copied: {error}"
-        return
+    there = job_queues(destination)
     if there:
+        waiting = sum(sum(job_counts(source, name)) for name in names)
         report.jobs_note = (
             f"{waiting} jobs not copied: {report.dst} already holds jobs (in "
             f"{', '.join(repr(n) for n in there)}), and a second copy would add them twice"
         )
         return
-    core = _jobs_core(source)
-    target = _jobs_core(destination)
+    core: JobsBackend = jobs_of(source)
+    target: JobsBackend = jobs_of(destination)
     now = time.time()
     for name in names:
-        queue = _job_queue(destination, name)
+        queue = JobQueue(destination, name)
         after = 0
         while True:
             page = core.list(name, None, after, 500, preview=None)

@@ -142,26 +142,16 @@ def in_terminal(*args: object, columns: int = 250, timeout: float = 60) -> tuple
 
 @dataclass
 class FilledRedis:
-    """A Redis namespace filled as :func:`fill` fills a directory (its URL names it), with
-    jobs only when this build has JobQueue on Redis (``jobs``)."""
+    """A Redis namespace filled as :func:`fill` fills a directory (its URL names it), and the
+    ids of its jobs of each state."""
 
     url: str
     claim_key: str
     claim_token: str
-    jobs: bool
     ready: int = 0
     scheduled: int = 0
     leased: int = 0
     dead: int = 0
-
-
-def redis_jobs_missing() -> str | None:
-    """Why this build has no JobQueue on Redis, or None if it has one."""
-    import importlib.util
-
-    if importlib.util.find_spec("diskcache_oxide.remote.jobs") is None:
-        return "JobQueue on Redis lands with the jobs branch"
-    return None
 
 
 def namespace_url(server_url: str, namespace: str = "ops", cluster: bool = False) -> str:
@@ -173,9 +163,8 @@ def namespace_url(server_url: str, namespace: str = "ops", cluster: bool = False
 def fill_redis(url: str) -> FilledRedis:
     """Fill the namespace of ``url`` with what :func:`fill` puts in a directory: five entries
     of several key types (one tagged), the emails queue and the int keys' queue, a live claim
-    and, when this build has JobQueue on Redis, a job in each state."""
+    and a job in each state."""
     import diskcache_oxide
-    from diskcache_oxide import _admin_redis
 
     cache = diskcache_oxide.open(url)
     try:
@@ -190,20 +179,19 @@ def fill_redis(url: str) -> FilledRedis:
         cache.push("second int item")
         claim = Claims(cache).acquire("report:2025", lease=600)
         assert claim is not None
-        filled = FilledRedis(url, "report:2025", claim.token, redis_jobs_missing() is None)
-        if filled.jobs:
-            jobs = _admin_redis.job_queue(cache, "mail", lease=600, max_attempts=1)
-            jobs.put({"send": "doomed"})
-            doomed = jobs.take()
-            assert doomed is not None
-            jobs.fail(doomed, RuntimeError("smtp said no"))
-            jobs.put({"send": "taken"})
-            taken = jobs.take()
-            assert taken is not None
-            filled.ready = jobs.put({"send": "waiting", "body": "x" * 200})
-            filled.scheduled = jobs.put({"send": "later"}, delay=3600)
-            _admin_redis.job_queue(cache, "reports").put("monthly")
-            filled.leased, filled.dead = taken.id, doomed.id
+        filled = FilledRedis(url, "report:2025", claim.token)
+        jobs = JobQueue(cache, "mail", lease=600, max_attempts=1)
+        jobs.put({"send": "doomed"})
+        doomed = jobs.take()
+        assert doomed is not None
+        jobs.fail(doomed, RuntimeError("smtp said no"))
+        jobs.put({"send": "taken"})
+        taken = jobs.take()
+        assert taken is not None
+        filled.ready = jobs.put({"send": "waiting", "body": "x" * 200})
+        filled.scheduled = jobs.put({"send": "later"}, delay=3600)
+        JobQueue(cache, "reports").put("monthly")
+        filled.leased, filled.dead = taken.id, doomed.id
         return filled
     finally:
         cache.close()

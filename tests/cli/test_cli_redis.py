@@ -20,10 +20,10 @@ from cli_support import (
     fill,
     fill_redis,
     namespace_url,
-    redis_jobs_missing,
     redis_snapshot,
 )
-from diskcache_oxide import Cache, _core, admin, register_type, unregister_type
+from diskcache_oxide import Cache, JobQueue, _core, admin, register_type, unregister_type
+from diskcache_oxide.jobs import jobs_of
 
 pytestmark = pytest.mark.oxide
 
@@ -43,9 +43,6 @@ class Custom:
 
     def __hash__(self) -> int:
         return 1
-
-
-JOBS_XFAIL = pytest.mark.xfail(strict=False, reason="JobQueue on Redis lands with the jobs branch")
 
 
 @pytest.fixture(params=["server", "cluster"])
@@ -79,8 +76,10 @@ def test_info_json(on_redis: FilledRedis, run_json: Any) -> None:
     assert all(q["oldest_age"] is None for q in data["queues"])
     assert data["claims"] == 1
     assert (data["hits"], data["misses"]) == (0, 0)
-    if redis_jobs_missing():
-        assert data["jobs"] == {} and "JobQueue on Redis" in data["jobs_unavailable"]
+    assert data["jobs"] == {
+        "mail": {"ready": 1, "scheduled": 1, "leased": 1, "dead": 1},
+        "reports": {"ready": 1, "scheduled": 0, "leased": 0, "dead": 0},
+    }
 
 
 def test_info_plain_says_what_does_not_apply(on_redis: FilledRedis, run: Run) -> None:
@@ -92,8 +91,7 @@ def test_info_plain_says_what_does_not_apply(on_redis: FilledRedis, run: Run) ->
     assert "only in a directory (they do not apply on Redis)" in out
     assert "size_limit" in out and "the server's maxmemory" in out
     assert "emails" in out and "(int keys)" in out
-    if redis_jobs_missing():
-        assert "job queues: not shown: JobQueue on Redis" in out
+    assert "job queues" in out and "mail" in out and "reports" in out
 
 
 def test_info_of_an_empty_namespace_says_so(redis_url: str, run: Run) -> None:
@@ -167,6 +165,60 @@ def test_claims_ls(on_redis: FilledRedis, run: Run, run_json: Any) -> None:
     assert len(run_json("claims", on_redis.url, "ls", "--namespace", "default")) == 1
 
 
+def _scans(client: Any) -> int:
+    # How many SCANs the server has run (its command statistics).
+    return int(client.info("commandstats").get("cmdstat_scan", {}).get("calls", 0))
+
+
+def test_claims_namespaces_are_one_read_without_scan(on_redis: FilledRedis) -> None:
+    # The claim scripts keep the set of claims namespaces in use (remote/_scripts.py, B..'K'):
+    # a namespace is listed once a claim is taken in it, and dropped by the listing of its
+    # claims once none is left; the tools read the set, never SCAN the server.
+    from diskcache_oxide import Claims
+    from diskcache_oxide.remote import _inspect
+
+    with diskcache_oxide.open(on_redis.url) as cache:
+
+        def listed() -> list[str]:
+            return [name for name, _ in cache._link.run(_inspect.claim_sets(cache))]
+
+        assert listed() == ["default"]
+        builds = Claims(cache, namespace="builds")
+        held = [builds.acquire(f"b{n}", lease=600) for n in range(2)]
+        assert all(claim is not None for claim in held)
+        odd = Claims(cache, namespace="ü:{odd}*")
+        odd_claim = odd.acquire("x", lease=600)
+        assert odd_claim is not None
+        assert listed() == ["builds", "default", "ü:{odd}*"]
+        single = not hasattr(cache.client, "get_nodes")
+        scans = _scans(cache.client) if single else 0
+        assert admin.claim_count(cache) == 4
+        rows = admin.claims(cache)
+        assert [(row.namespace, row.key) for row in rows] == [
+            ("builds", "'b0'"),
+            ("builds", "'b1'"),
+            ("default", repr(on_redis.claim_key)),
+            ("ü:{odd}*", "'x'"),
+        ]
+        if single:
+            assert _scans(cache.client) == scans  # no SCAN of the server's keys
+        for claim in held:
+            assert claim is not None
+            claim.release()
+        assert listed() == ["default", "ü:{odd}*"]  # the release left the set empty
+        odd.break_claim("x")
+        assert listed() == ["default"]
+        # A claim whose lease runs out leaves the set to the next listing of its claims.
+        short = Claims(cache, namespace="short")
+        assert short.acquire("s", lease=0.05) is not None
+        assert "short" in listed()
+        time.sleep(0.1)
+        assert admin.claim_count(cache, "short") == 0  # the tools' read changes nothing
+        assert "short" in listed()
+        assert list(short.list()) == []
+        assert listed() == ["default"]
+
+
 def test_read_commands_change_nothing(server: FilledRedis, run: Run) -> None:
     url = server.url
     with diskcache_oxide.open(url) as cache:
@@ -181,6 +233,8 @@ def test_read_commands_change_nothing(server: FilledRedis, run: Run) -> None:
         ["queue", url, "emails", "peek"],
         ["queue", url, "-", "len"],
         ["claims", url, "ls"],
+        ["jobs", url, "mail", "ls"],
+        ["jobs", url, "mail", "show", str(server.dead)],
     ):
         run(*args)
         assert redis_snapshot(url) == before, args
@@ -232,16 +286,6 @@ def test_errors_are_one_line(run: Run) -> None:
 # ---- jobs ------------------------------------------------------------------------------------
 
 
-def test_jobs_without_jobqueue_on_redis_say_why(server: FilledRedis, run: Run) -> None:
-    if not redis_jobs_missing():
-        pytest.skip("this build has JobQueue on Redis: the tests below cover it")
-    for args in (["ls"], ["show", "1"], ["retry", "1"], ["bury", "1"], ["purge", "--yes"]):
-        result = run("jobs", server.url, "mail", *args)
-        assert result.exit_code == 1, args
-        assert result.stderr.startswith("Error: JobQueue on Redis is not in this build"), args
-
-
-@JOBS_XFAIL
 def test_jobs_ls_and_show_on_redis(server: FilledRedis, run: Run, run_json: Any) -> None:
     rows = run_json("jobs", server.url, "mail", "ls")
     states = {row["id"]: row["state"] for row in rows}
@@ -257,7 +301,6 @@ def test_jobs_ls_and_show_on_redis(server: FilledRedis, run: Run, run_json: Any)
     assert info["jobs"]["mail"] == {"ready": 1, "scheduled": 1, "leased": 1, "dead": 1}
 
 
-@JOBS_XFAIL
 def test_jobs_retry_bury_purge_on_redis(server: FilledRedis, run: Run, run_json: Any) -> None:
     assert run("jobs", server.url, "mail", "retry", server.dead).exit_code == 0
     assert run_json("jobs", server.url, "mail", "ls", "--state", "dead") == []
@@ -428,16 +471,6 @@ def test_copy_with_pickle_copies_the_pickle_as_stored(tmp_path: Path, redis_url:
         assert dst["opaque"] == Custom()
 
 
-def test_copy_reports_jobs_it_cannot_copy_yet(tmp_path: Path, redis_url: str) -> None:
-    filled = fill(tmp_path / "src")
-    report = admin.copy(filled.directory, namespace_url(redis_url, "j"))
-    if redis_jobs_missing():
-        assert report.jobs == 0
-        assert report.jobs_note is not None and report.jobs_note.startswith("5 jobs not copied")
-        assert "JobQueue on Redis" in report.summary()
-
-
-@JOBS_XFAIL
 def test_copy_jobs_into_redis(tmp_path: Path, redis_url: str) -> None:
     filled = fill(tmp_path / "src")
     url = namespace_url(redis_url, "j")
@@ -448,6 +481,50 @@ def test_copy_jobs_into_redis(tmp_path: Path, redis_url: str) -> None:
         assert (counts.ready, counts.scheduled, counts.dead) == (2, 1, 1)
         (dead,) = admin.jobs(dst, "mail", "dead")
         assert "smtp said no" in (dead.error or "")
+
+
+@pytest.mark.parametrize("where", ["server", "cluster"])
+def test_copy_jobs_into_redis_and_back(
+    tmp_path: Path, request: pytest.FixtureRequest, where: str
+) -> None:
+    # directory -> Redis -> directory: every job arrives in its queue, with its value, unique
+    # key, attempts allowed, delay and death, in both directions.
+    filled = fill(tmp_path / "src")
+    if where == "server":
+        url = namespace_url(request.getfixturevalue("redis_url"), "jobs-trip")
+    else:
+        url = namespace_url(request.getfixturevalue("redis_cluster_url"), "jobs-trip", True)
+    with Cache(str(filled.directory)) as cache:
+        JobQueue(cache, "reports").put("weekly", unique="weekly-report", max_attempts=7)
+    there = admin.copy(filled.directory, url)
+    assert there.jobs == 6 and there.jobs_leased == 1 and there.jobs_note is None
+    back = admin.copy(url, tmp_path / "back")
+    assert back.jobs == 6 and back.jobs_leased == 0 and back.jobs_note is None
+    with admin.open_cache(url) as redis_side, admin.open_cache(tmp_path / "back") as directory:
+        for cache in (redis_side, directory):
+            assert admin.job_queues(cache) == ["mail", "reports"]
+            assert admin.job_counts(cache, "mail")._asdict() == {
+                "ready": 2,  # the leased one comes back ready
+                "scheduled": 1,
+                "leased": 0,
+                "dead": 1,
+            }
+            assert admin.job_counts(cache, "reports").ready == 2
+            (dead,) = admin.jobs(cache, "mail", "dead")
+            assert "smtp said no" in (dead.error or "")
+            (scheduled,) = admin.jobs(cache, "mail", "scheduled")
+            assert 3000 < (scheduled.due_in or 0) <= 3600
+            (weekly,) = [row for row in admin.jobs(cache, "reports") if row.unique]
+            assert weekly.unique == "weekly-report" and weekly.max_attempts == 7
+            assert weekly.value == "'weekly'"
+        values = [info.value for info in jobs_of(directory).list("mail", None, 0, 100)]
+        assert sorted(v["send"] for v in values) == ["doomed", "later", "taken", "waiting"]
+    # The unique key holds in the copy: a second put of it is the copied job.
+    with Cache(str(tmp_path / "back")) as writable:
+        assert JobQueue(writable, "reports").put("again", unique="weekly-report") == weekly.id
+    # Into a namespace that already holds jobs, none is copied twice.
+    again = admin.copy(filled.directory, url, merge=True)
+    assert again.jobs == 0 and "already holds jobs" in (again.jobs_note or "")
 
 
 def test_copy_jobs_between_directories(tmp_path: Path) -> None:
@@ -493,6 +570,28 @@ def test_a_unix_socket_url(redis_server: Any, redis_url: str, run: Run, run_json
     data = run_json("info", url)
     assert data["count"] == 10 and data["location"] == url
     assert run("get", url, "greeting").stdout == "hello\n"
+
+
+def test_open_a_unix_socket_url(redis_server: Any, redis_url: str) -> None:
+    # unix:///path (no host part) reaches redis-py as written, on both faces: remote/cache.py's
+    # URL splitting once wrote it unix:/path, which redis-py refuses.
+    import asyncio
+
+    from diskcache_oxide.remote import AsyncRedisCache
+
+    url = f"{redis_server.unix_url}&namespace=sock"
+    assert url.startswith("unix:///")
+    with diskcache_oxide.open(url) as cache:
+        assert cache.client.get_connection_kwargs()["path"] == redis_server.unix_path
+        cache["over"] = "the socket"
+    with diskcache_oxide.open(namespace_url(redis_url, "sock")) as same:
+        assert same["over"] == "the socket"
+
+    async def main() -> Any:
+        async with AsyncRedisCache(redis_server.unix_url, namespace="sock") as acache:
+            return await acache.get("over")
+
+    assert asyncio.run(main()) == "the socket"
 
 
 def test_without_redis_py_a_url_names_the_extra() -> None:

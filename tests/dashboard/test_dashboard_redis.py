@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_support import FilledRedis, fill_redis, namespace_url, redis_jobs_missing
+from cli_support import FilledRedis, fill_redis, namespace_url
 
 pytest.importorskip("httpx", reason="Starlette's TestClient needs httpx: requirements-dev.txt")
 
@@ -26,7 +26,6 @@ from diskcache_oxide.dashboard import create_app  # noqa: E402
 pytestmark = pytest.mark.oxide
 
 HOST = {"base_url": "http://127.0.0.1:8000"}
-JOBS_XFAIL = pytest.mark.xfail(strict=False, reason="JobQueue on Redis lands with the jobs branch")
 
 
 @pytest.fixture(params=["server", "cluster"])
@@ -65,9 +64,8 @@ def test_state(on_redis: FilledRedis) -> None:
     (claim,) = state["claims"]
     assert claim["key"] == repr(on_redis.claim_key) and "token" not in claim
     assert state["settings"]["namespace"] == "ops"
-    if redis_jobs_missing():
-        assert state["job_queues"] == []
-        assert "JobQueue on Redis" in state["pages"]["job_queues"]["unavailable"]
+    assert stats["job_queues"] == 2
+    assert [q["name"] for q in state["job_queues"]] == ["mail", "reports"]
 
 
 def test_page_names_the_namespace(server: FilledRedis) -> None:
@@ -92,23 +90,19 @@ def test_actions_are_refused_read_only(server: FilledRedis) -> None:
         assert client.post("/api/purge", json={"queue": "mail"}).status_code == 403
 
 
-def test_actions_without_jobqueue_on_redis_say_why(acting: tuple[TestClient, str]) -> None:
-    if not redis_jobs_missing():
-        pytest.skip("this build has JobQueue on Redis: test_actions_on_redis covers it")
+def test_actions_on_a_job_that_is_not_there_or_not_dead(
+    acting: tuple[TestClient, str], server: FilledRedis
+) -> None:
     client, token = acting
     headers = {"X-Dashboard-Token": token}
-    for answer in (
-        client.post("/api/jobs/1/retry", headers=headers),
-        client.post("/api/jobs/1/bury", headers=headers),
-        client.post("/api/purge", json={"queue": "mail"}, headers=headers),
-    ):
-        assert answer.status_code == 501
-        assert answer.json()["error"].startswith("JobQueue on Redis is not in this build")
+    missing = client.post("/api/jobs/999999/retry", headers=headers)
+    assert missing.status_code == 404 and missing.json()["error"] == "no job 999999"
+    alive = client.post(f"/api/jobs/{server.ready}/retry", headers=headers)
+    assert alive.status_code == 409
     state = client.get("/api/state").json()
     assert state["claims"][0]["token"]  # with actions on, the page has the claims' tokens
 
 
-@JOBS_XFAIL
 def test_actions_on_redis(acting: tuple[TestClient, str], server: FilledRedis) -> None:
     client, token = acting
     headers = {"X-Dashboard-Token": token}
@@ -122,7 +116,6 @@ def test_actions_on_redis(acting: tuple[TestClient, str], server: FilledRedis) -
     assert mail["counts"]["dead"] == 0
 
 
-@JOBS_XFAIL
 def test_state_lists_jobs_on_redis(server: FilledRedis) -> None:
     with TestClient(create_app(server.url), **HOST) as client:
         state = client.get("/api/state").json()
@@ -202,8 +195,7 @@ def test_chromium_shows_the_namespace(
     assert text(page, '#queues tr[data-queue="emails"] .depth') == "3"
     assert text(page, '#queues tr[data-queue="-"] .front') == "{'seven': 7}"
     assert text(page, '#claims tr[data-namespace="default"] .key') == repr(server.claim_key)
-    if redis_jobs_missing():
-        assert "JobQueue on Redis" in text(page, "#jobs .unavailable")
+    assert text(page, '[data-stat="job-queues"] .value') == "2"
     # It redraws from the server: a new entry shows up without a reload.
     import diskcache_oxide
 

@@ -83,18 +83,15 @@ def info(out: Out, target: str) -> None:
         numeric=["depth", "oldest"],
     )
     out.line()
-    if data["jobs_unavailable"]:
-        out.line(f"job queues: not shown: {data['jobs_unavailable']}")
-    else:
-        out.table(
-            "job queues",
-            ["name", "ready", "scheduled", "leased", "dead"],
-            (
-                (name, c["ready"], c["scheduled"], c["leased"], c["dead"])
-                for name, c in data["jobs"].items()
-            ),
-            numeric=["ready", "scheduled", "leased", "dead"],
-        )
+    out.table(
+        "job queues",
+        ["name", "ready", "scheduled", "leased", "dead"],
+        (
+            (name, c["ready"], c["scheduled"], c["leased"], c["dead"])
+            for name, c in data["jobs"].items()
+        ),
+        numeric=["ready", "scheduled", "leased", "dead"],
+    )
     if redis and not data["count"] and not data["queues"] and not data["claims"]:
         out.line()
         out.line(

@@ -214,8 +214,6 @@ def create_app(
                 if not act(job_id):
                     message = not_done.format(id=job_id, state=row.state)
                     return JSONResponse({"error": message}, status_code=409)
-            except admin.JobsUnavailable as error:
-                return JSONResponse({"error": str(error)}, status_code=501)
             except admin.errors() as error:
                 return JSONResponse({"error": _unavailable(path, error)}, status_code=503)
             return JSONResponse({"ok": True, "message": done.format(id=job_id, queue=row.queue)})
@@ -246,8 +244,6 @@ def create_app(
 
         try:
             purged = await run_in_threadpool(admin.purge_dead, writer, queue)
-        except admin.JobsUnavailable as error:
-            return JSONResponse({"error": str(error)}, status_code=501)
         except admin.errors() as error:
             return JSONResponse({"error": _unavailable(path, error)}, status_code=503)
         return JSONResponse(

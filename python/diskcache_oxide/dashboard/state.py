@@ -136,13 +136,7 @@ def _queues(cache: admin.AnyCache, page: Page) -> tuple[list[dict[str, Any]], di
 
 
 def _job_queues(cache: admin.AnyCache, page: Page) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    try:
-        names = admin.job_queues(cache)
-    except admin.JobsUnavailable as error:
-        info = _paged(0, 0, 0, page.job_queues, page.job_queues_after)
-        info["next"] = None
-        info["unavailable"] = str(error)
-        return [], info
+    names = admin.job_queues(cache)
     start = 0 if page.job_queues_after is None else _rank(names, page.job_queues_after)
     shown = names[start : start + page.job_queues]
     rows = []
@@ -175,12 +169,10 @@ def _rank(names: list[str], after: str) -> int:
 def _claims(
     cache: admin.AnyCache, page: Page, actions: bool
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    # On Redis the list of claims namespaces comes from a SCAN: a poll reuses a recent one.
-    reuse = _admin_redis.CLAIM_SETS_TTL
-    total = admin.claim_count(cache, reuse=reuse)
+    total = admin.claim_count(cache)
     start = int(page.claims_after or 0)
     rows = []
-    for claim in admin.claims(cache, limit=page.claims, offset=start, reuse=reuse):
+    for claim in admin.claims(cache, limit=page.claims, offset=start):
         row = asdict(claim)
         if not actions:
             # A claim's token lets its holder renew and release it; a read-only page has no
@@ -262,8 +254,7 @@ def snapshot(
             "hits": figures["hits"],
             "misses": figures["misses"],
             "queues": queues_page["total"],
-            # None when the job queues cannot be read here (no JobQueue on Redis yet).
-            "job_queues": None if "unavailable" in job_queues_page else job_queues_page["total"],
+            "job_queues": job_queues_page["total"],
             "claims": claims_page["total"],
             "eviction_policy": figures["eviction_policy"],
             "size_limit": figures["size_limit"],

@@ -19,6 +19,10 @@ and no script crosses slots. The layout, under the prefix ``B``:
   the epoch, the server's clock); PEXPIRE the lease, so a claim that runs out is gone.
   ``cid`` is the claims' namespace as ``<length>:<name>``, ``kf`` the key's member (below).
 * ``B..'C:'..cid``: ZSET of the claimed members of one claims namespace, scored by ``e``.
+* ``B..'K'``: SET of the ``cid`` of every claims namespace with a claim set: added when a
+  claim is taken or renewed, removed when a release, a break or a listing leaves the set
+  empty (a set whose claims ran out is dropped by the next listing), so the operator's tools
+  list the claims namespaces with one read in the namespace's slot (no ``SCAN``).
 * ``B..'W:'..kf``: LIST of wake-up tokens for the waiters on a key's claim or value (BLPOP),
   one per waiter counted in ``B..'n:'..kf`` (STRING), pushed by a release, a break or a store.
 
@@ -327,6 +331,11 @@ return 1
 CLAIM_PRELUDE = r"""
 local claim = B .. 'c:' .. ARGV[2] .. ':' .. ARGV[3]
 local claimed = B .. 'C:' .. ARGV[2]
+local claim_sets = B .. 'K'
+-- After a removal from the claim set: drop its claims namespace from B..'K' once empty.
+local function forget_if_empty()
+  if redis.call('ZCARD', claimed) == 0 then redis.call('SREM', claim_sets, ARGV[2]) end
+end
 local function wake(kf)
   local n = B .. 'n:' .. kf
   local count = tonumber(redis.call('GET', n) or '0')
@@ -348,6 +357,7 @@ redis.call('HSET', claim, 't', ARGV[5], 'h', ARGV[6], 'p', ARGV[7], 'a', now, 'e
 redis.call('PEXPIRE', claim, lease)
 redis.call('ZREMRANGEBYSCORE', claimed, '-inf', now)
 redis.call('ZADD', claimed, now + lease, ARGV[3])
+redis.call('SADD', claim_sets, ARGV[2])
 return 1
 """
 
@@ -359,6 +369,7 @@ local lease = tonumber(ARGV[5])
 redis.call('HSET', claim, 'e', now + lease)
 redis.call('PEXPIRE', claim, lease)
 redis.call('ZADD', claimed, now + lease, ARGV[3])
+redis.call('SADD', claim_sets, ARGV[2])
 return 1
 """
 
@@ -367,6 +378,7 @@ CLAIM_RELEASE = r"""
 if redis.call('HGET', claim, 't') ~= ARGV[4] then return 0 end
 redis.call('DEL', claim)
 redis.call('ZREM', claimed, ARGV[3])
+forget_if_empty()
 wake(ARGV[3])
 return 1
 """
@@ -375,6 +387,7 @@ return 1
 CLAIM_BREAK = r"""
 local gone = redis.call('DEL', claim)
 redis.call('ZREM', claimed, ARGV[3])
+forget_if_empty()
 if gone == 0 then return 0 end
 wake(ARGV[3])
 return 1
@@ -410,9 +423,11 @@ if not f[1] then return false end
 return f
 """
 
-# ARGV[3] unused -> {kf, token, host, pid, acquired, expires, kf, ...} of the live claims
+# ARGV[3] unused -> {kf, token, host, pid, acquired, expires, kf, ...} of the live claims;
+# a claim set left empty drops its claims namespace from B..'K'
 CLAIM_LIST = r"""
 redis.call('ZREMRANGEBYSCORE', claimed, '-inf', now_ms())
+forget_if_empty()
 local out = {}
 for _, kf in ipairs(redis.call('ZRANGE', claimed, 0, -1)) do
   local f = redis.call('HMGET', B .. 'c:' .. ARGV[2] .. ':' .. kf, 't', 'h', 'p', 'a', 'e')

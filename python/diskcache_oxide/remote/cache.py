@@ -216,8 +216,11 @@ class RedisCache(RedisCacheCalls, Namespace):
 
 def _split_url(url: str) -> tuple[str, bool]:
     """``url`` without the cache's own query settings (``cluster``, ``namespace``), and
-    whether it asks for a cluster (``?cluster=1``, ``true`` or ``yes``)."""
-    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+    whether it asks for a cluster (``?cluster=1``, ``true`` or ``yes``). The rest of the URL
+    is kept as written: ``unix:///path/to.sock`` stays so (``urlunsplit`` would write a URL
+    with no host part as ``unix:/path/to.sock``, which redis-py refuses). The sync and the
+    asyncio client are both opened from what this returns."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit
 
     parts = urlsplit(url)
     query = parse_qsl(parts.query)
@@ -225,7 +228,10 @@ def _split_url(url: str) -> tuple[str, bool]:
         name == "cluster" and value.lower() in ("1", "true", "yes") for name, value in query
     )
     kept = [(name, value) for name, value in query if name not in ("cluster", "namespace")]
-    return urlunsplit(parts._replace(query=urlencode(kept))), cluster
+    # Only the query changes: cut it off the URL as given, then put the kept settings back.
+    head = url.split("#", 1)[0].split("?", 1)[0]
+    rebuilt = f"{head}?{urlencode(kept)}" if kept else head
+    return (f"{rebuilt}#{parts.fragment}" if parts.fragment else rebuilt), cluster
 
 
 def open_client(url: str, timeout: float = 60.0) -> Any:

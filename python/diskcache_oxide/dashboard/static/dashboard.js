@@ -100,7 +100,7 @@
     const onlyDirectory = "a directory's figure: it does not apply on Redis (the server's maxmemory and maxmemory-policy govern its memory)";
     section.replaceChildren(
       ...cards.map(([key, label, raw, shown]) =>
-        el("div", { class: "card", "data-stat": key, "data-value": raw === null ? "" : raw, title: raw === null ? (key === "job-queues" ? s.pages.job_queues.unavailable : onlyDirectory) : null },
+        el("div", { class: "card", "data-stat": key, "data-value": raw === null ? "" : raw, title: raw === null ? onlyDirectory : null },
           el("div", { class: "value" }, shown), el("div", { class: "label" }, label)))
     );
     if (!stats.statistics) {
@@ -177,10 +177,6 @@
   function drawJobs(s) {
     const body = document.querySelector("#jobs .body");
     const more = pager("job_queues", s.pages.job_queues, "job queues");
-    if (s.pages.job_queues.unavailable) {
-      body.replaceChildren(el("p", { class: "empty unavailable" }, s.pages.job_queues.unavailable));
-      return;
-    }
     if (!s.job_queues.length) {
       body.replaceChildren(el("p", { class: "empty" }, "No job queues."), more || "");
       return;
