@@ -4,10 +4,11 @@ Each call of :class:`~diskcache_oxide.remote.RedisCache` is a generator function
 Cache's parameters after the namespace ``ns`` it runs on: it performs no I/O, yields the
 :class:`~._io.Script` and :class:`~._io.Command` requests it needs and returns the call's
 result (``_io`` explains the shape). The encoding of keys and values, the decoding, the
-read-revision-replace loop of ``incr``, the queue's read-then-take and the error messages are
-written once, here. The faces are generated from the API table (``_api.CALLS``, column
-``redis``): ``RedisCache``'s ``get`` is ``return self._link.run(_ops.get(self, key, ...))``,
-``AsyncRedisCache``'s ``return await self._alink.run(_ops.get(self, key, ...))``.
+read-revision-replace loop of ``incr``, the queue's one-script pull with its put-back of what
+this process cannot decode (D-064) and the error messages are written once, here. The faces
+are generated from the API table (``_api.CALLS``, column ``redis``): ``RedisCache``'s ``get``
+is ``return self._link.run(_ops.get(self, key, ...))``, ``AsyncRedisCache``'s
+``return await self._alink.run(_ops.get(self, key, ...))``.
 
 ``retry`` is accepted by every operation, as by Cache's call, and does nothing (D-058).
 """
