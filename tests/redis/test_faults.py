@@ -613,7 +613,7 @@ def test_replicas_waits_after_writes_and_says_when_a_write_may_not_survive(
         assert "may not survive a failover" in str(raised.value)
         assert "replica_timeout=0.3" in str(raised.value)
         assert short.get("k") == 1  # reads send no WAIT
-        # A pull's take hands the item over: it returns it (with a warning) rather than raise
+        # A pull hands the item over: it returns it (with a warning) rather than raise
         # and lose it for the caller.
         with caplog.at_level("WARNING", logger="diskcache_oxide.remote"):
             assert short.pull() == (key, "kept")
@@ -623,6 +623,36 @@ def test_replicas_waits_after_writes_and_says_when_a_write_may_not_survive(
     # The write that raised ran on the master: the error says it may not survive, not that it
     # did not happen.
     assert cache.pull()[1] == "unsure"
+
+
+def test_a_pull_puts_back_what_it_cannot_decode_even_if_no_replica_acknowledges(
+    master_and_replica: tuple[Any, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """D-064: the pull took the item and its restore ran on the master; with the replica
+    stopped the restore is not acknowledged, which is logged, and the pull still raises the
+    decode error (the reason it failed), not NotReplicatedError."""
+    master, replica = master_and_replica
+    namespace = _namespace()
+    dco.register_type(_Widget, "tests.faults.Widget", lambda w: w.size, _Widget)
+    try:
+        key = RedisCache(master.url, namespace=namespace).push(_Widget(1))
+    finally:
+        dco.unregister_type(_Widget)
+    short = RedisCache(master.url, namespace=namespace, replicas=1, replica_timeout=0.3)
+    replica.pause()
+    try:
+        with caplog.at_level("WARNING", logger="diskcache_oxide.remote"):
+            with pytest.raises(dco.UnknownTypeError):
+                short.pull()
+        assert "put back on the master" in caplog.text
+    finally:
+        replica.resume()
+    dco.register_type(_Widget, "tests.faults.Widget", lambda w: w.size, _Widget)
+    try:
+        got_key, widget = RedisCache(master.url, namespace=namespace).pull()
+    finally:
+        dco.unregister_type(_Widget)
+    assert got_key == key and widget.size == 1
 
 
 def test_the_async_link_waits_for_replicas_too(master_and_replica: tuple[Any, Any]) -> None:

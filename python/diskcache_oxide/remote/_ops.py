@@ -30,7 +30,7 @@ from .._api import missed, shaped
 from .._seconds import ANY, Rule, seconds
 from ..core import ENOVAL
 from ..errors import CacheError, CorruptValueError, DecodeError
-from ._io import Command, Op, Script
+from ._io import Command, NotReplicatedError, Op, Script
 
 __all__ = ["Namespace", "UnsupportedError"]
 
@@ -678,10 +678,18 @@ def _restore(qid: bytes, side: str, key: Any, found: list[Any]) -> Op[None]:
     _, number, data, expires, revision, tagged = found
     try:
         yield _script("restore", qid, side, number, data, expires, revision, tagged)
+    except NotReplicatedError:
+        # Put back on the master, not yet on enough replicas: the item is there; raising
+        # this instead of the decode error would hide why the pull failed.
+        log.warning(
+            "diskcache_oxide: the queue item %r, which could not be decoded here, was put back "
+            "on the master but not acknowledged by enough replicas (D-064)",
+            key,
+        )
     except Exception:
         log.error(
             "diskcache_oxide: the queue item %r was taken but could not be decoded here, and "
-            "putting it back failed: unless the error says the restore ran, it is lost (D-064)",
+            "putting it back failed: it is lost (D-064)",
             key,
         )
         raise
