@@ -17,6 +17,9 @@ from typing import Any
 
 import diskcache_oxide as dco
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 redis = pytest.importorskip("redis")
 
@@ -395,3 +398,129 @@ def test_a_pull_passes_over_expired_items_and_leaves_them(make: Any) -> None:
     assert cache.pull(prefix="e") == (live, "live")
     assert cache.client.zscore(cache._base + b"Q:se", gone[-15:].encode()) is not None
     assert len(cache) == 1  # counted until something removes it, as in a directory (D-037)
+
+
+# ----- the same as a directory, with items some handles cannot read -----------------------------
+
+
+class Pickled:
+    """Stored only as a pickle (never registered): a pickle=True handle pushes it."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Pickled) and other.n == self.n
+
+    def __hash__(self) -> int:
+        return self.n
+
+
+HANDLES = st.sampled_from(["safe", "trusting", "missing"])
+SIDES = st.sampled_from(["front", "back"])
+
+
+class UnreadableLikeADirectory(RuleBasedStateMachine):
+    """Pushes of plain values, pickles and a custom type that is registered and unregistered
+    as the run goes, pulled by a safe, a trusting and an ``on_decode_error='miss'`` handle, on
+    a directory and on Redis: every call returns the same or raises the same class on both,
+    so an item that cannot be read stays first in line on Redis exactly as on a directory."""
+
+    url = ""
+
+    @initialize()
+    def open(self) -> None:
+        import tempfile
+
+        directory = tempfile.mkdtemp()
+        namespace = "um" + uuid.uuid4().hex[:10]
+        self.registered = False
+        self.handles: dict[str, tuple[Any, Any]] = {
+            "safe": (
+                dco.Cache(directory, eviction_policy="none"),
+                RedisCache(self.url, namespace=namespace),
+            ),
+            "trusting": (
+                dco.Cache(directory, eviction_policy="none", pickle=True),
+                RedisCache(self.url, namespace=namespace, pickle=True),
+            ),
+            "missing": (
+                dco.Cache(directory, eviction_policy="none", on_decode_error="miss"),
+                RedisCache(self.url, namespace=namespace, on_decode_error="miss"),
+            ),
+        }
+
+    def teardown(self) -> None:
+        if self.registered:
+            dco.unregister_type(Widget)
+        if hasattr(self, "handles"):
+            self.handles["safe"][1].clear()
+            for local, remote in self.handles.values():
+                local.close()
+                remote.close()
+
+    def both(self, handle: str, call: str, *args: Any, **kwargs: Any) -> Any:
+        results = []
+        for backend in self.handles[handle]:
+            try:
+                results.append(("ok", getattr(backend, call)(*args, **kwargs)))
+            except Exception as error:
+                results.append(("raised", type(error)))
+        assert results[0] == results[1], (handle, call, args, kwargs, results)
+        return results[0][1]
+
+    @rule(value=st.one_of(st.integers(0, 9), st.text(max_size=3)), side=SIDES)
+    def push_plain(self, value: Any, side: str) -> None:
+        self.both("safe", "push", value, prefix="u", side=side)
+
+    @rule(n=st.integers(0, 9), side=SIDES)
+    def push_pickle(self, n: int, side: str) -> None:
+        self.both("trusting", "push", Pickled(n), prefix="u", side=side)
+
+    @rule(n=st.integers(0, 9), side=SIDES)
+    def push_widget(self, n: int, side: str) -> None:
+        if not self.registered:
+            _register()
+        try:
+            self.both("safe", "push", Widget(n), prefix="u", side=side)
+        finally:
+            if not self.registered:
+                dco.unregister_type(Widget)
+
+    @rule()
+    def toggle_registration(self) -> None:
+        if self.registered:
+            dco.unregister_type(Widget)
+        else:
+            _register()
+        self.registered = not self.registered
+
+    @rule(handle=HANDLES, side=SIDES)
+    def pull(self, handle: str, side: str) -> None:
+        self.both(handle, "pull", prefix="u", side=side)
+
+    @rule(handle=HANDLES, side=SIDES, n=st.integers(1, 4))
+    def pull_many(self, handle: str, side: str, n: int) -> None:
+        self.both(handle, "pull_many", n, prefix="u", side=side)
+
+    @rule(handle=HANDLES, side=SIDES)
+    def peek(self, handle: str, side: str) -> None:
+        self.both(handle, "peek", prefix="u", side=side)
+
+    @invariant()
+    def same_items(self) -> None:
+        if hasattr(self, "handles"):
+            local, remote = self.handles["safe"]
+            # (a directory's iterkeys is in key order, Redis's in insertion order)
+            assert sorted(local.iterkeys()) == sorted(remote.iterkeys())
+
+
+def test_items_some_handles_cannot_read_behave_as_on_a_directory(url: str) -> None:
+    machine = type("Machine", (UnreadableLikeADirectory,), {"url": url})
+    run = settings(
+        max_examples=60,
+        stateful_step_count=30,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )(machine)
+    run.TestCase().runTest()
