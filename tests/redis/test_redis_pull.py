@@ -305,25 +305,30 @@ def test_an_item_whose_number_was_taken_meanwhile_goes_back_to_the_front(make: A
     assert cache.pull(prefix="w") == (first, "pushed meanwhile")
 
 
-def test_a_blocked_pull_is_woken_by_a_restore(make: Any) -> None:
-    """A restore leaves a wake-up token, as a push does: a worker that found the queue empty
-    while the item was out does not sleep through its return."""
-    cache = make()
+def test_a_waiting_pull_under_miss_does_not_spin_on_an_item_it_puts_back(
+    make_redis_server: Any,
+) -> None:
+    """A restore leaves no wake-up token: one would wake the restoring worker's own blocked
+    pull (``on_decode_error='miss'``, ``timeout=``) into taking and putting the item back
+    again at once, for the whole timeout. It tries once per push token and once per slice."""
+    server = make_redis_server()
+    cache = RedisCache(server.url, namespace="spin", on_decode_error="miss")
     _register()
     try:
-        key = cache.push(Widget(4), prefix="w")
+        key = cache.push(Widget(4), prefix="w")  # leaves one wake-up token
     finally:
         dco.unregister_type(Widget)
-    wake = cache._base + b"w:sw"
-    cache.client.delete(wake)
-    with pytest.raises(dco.UnknownTypeError):
-        cache.pull(prefix="w")
-    assert cache.client.llen(wake) == 1
+    cache._slice = 0.2
+    before = _evalsha_calls(server)
+    assert cache.pull(prefix="w", timeout=1.0) == (None, None)
+    tries = (_evalsha_calls(server) - before) // 2  # a pull and a restore each
+    assert 1 <= tries <= 2 + 1.0 / 0.2, tries
     _register()
     try:
-        assert cache.pull(prefix="w", timeout=5) == (key, Widget(4))
+        assert cache.pull(prefix="w") == (key, Widget(4))
     finally:
         dco.unregister_type(Widget)
+    cache.close()
 
 
 # ----- damaged frames ---------------------------------------------------------------------------

@@ -357,7 +357,10 @@ end
 # Puts back an item a pull took and could not decode (D-064): at its own number, with its own
 # revision (so its place in the queue and in insertion order is the one it had), or, if a push
 # took that number meanwhile, at the end of the side it was pulled from (where a pull from that
-# side meets it first). The error reply 'DCO_OVERFLOW' if that side has no number left.
+# side meets it first). The error reply 'DCO_OVERFLOW' if that side has no number left. No
+# wake-up token: it would wake the restoring worker's own blocked pull (with
+# on_decode_error='miss') into taking and restoring the item again at once, in a loop; a worker
+# that blocked while the item was out looks again after its BLPOP slice (at most 2 s).
 RESTORE = r"""
 local qid = ARGV[2]
 local q = B .. 'Q:' .. qid
@@ -390,10 +393,6 @@ if tag ~= '' then
   redis.call('SADD', B .. 'g:' .. tag, member)
 end
 redis.call('ZADD', q, num, num)
-local w = B .. 'w:' .. qid
-redis.call('RPUSH', w, '1')
-redis.call('LTRIM', w, -64, -1)
-redis.call('PEXPIRE', w, 60000)
 return num
 """
 
