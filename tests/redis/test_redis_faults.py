@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import diskcache_oxide as dco
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -104,13 +105,40 @@ def _cut_push(through: RedisCache, direct: RedisCache, proxy: Any) -> None:
     assert _queue(direct) == ["once"]
 
 
-def _cut_take(through: RedisCache, direct: RedisCache, proxy: Any) -> None:
+def _cut_pull(through: RedisCache, direct: RedisCache, proxy: Any) -> None:
     key = direct.push("taken")
-    proxy.cut(_sha(through._link, "take"))
-    # Repeated without the token, the take would find the item gone, look again, find the
-    # queue empty and return the default: the item would be pulled by nobody.
+    direct.push("behind it")
+    proxy.cut(_sha(through._link, "pull"))
+    # Repeated without the token, the pull script would remove and return the next item: the
+    # first would be pulled by nobody (its reply was lost) and the second by this call.
     assert through.pull() == (key, "taken")
-    assert direct.peek() == (None, None)
+    assert _queue(direct) == ["behind it"]
+
+
+class _Widget:
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+
+def _cut_restore(through: RedisCache, direct: RedisCache, proxy: Any) -> None:
+    dco.register_type(_Widget, "tests.faults.Widget", lambda w: w.size, _Widget)
+    try:
+        key = direct.push(_Widget(3))
+    finally:
+        dco.unregister_type(_Widget)
+    proxy.cut(_sha(through._link, "restore"))
+    # The pull takes the item, cannot decode it and puts it back; repeated without the token,
+    # the restore would find its number taken (by its own first run) and put a second copy
+    # at the front.
+    with pytest.raises(dco.UnknownTypeError):
+        through.pull()
+    assert len(direct) == 1
+    dco.register_type(_Widget, "tests.faults.Widget", lambda w: w.size, _Widget)
+    try:
+        got_key, widget = direct.pull()
+    finally:
+        dco.unregister_type(_Widget)
+    assert got_key == key and widget.size == 3
 
 
 def _cut_replace(through: RedisCache, direct: RedisCache, proxy: Any) -> None:
@@ -152,7 +180,16 @@ def _cut_acquire(through: RedisCache, direct: RedisCache, proxy: Any) -> None:
 
 @pytest.mark.parametrize(
     "case",
-    [_cut_push, _cut_take, _cut_replace, _cut_add, _cut_pop, _cut_delete, _cut_acquire],
+    [
+        _cut_push,
+        _cut_pull,
+        _cut_restore,
+        _cut_replace,
+        _cut_add,
+        _cut_pop,
+        _cut_delete,
+        _cut_acquire,
+    ],
     ids=lambda case: case.__name__[5:],
 )
 def test_a_write_whose_reply_is_lost_is_done_once(proxied: Any, case: Callable[..., None]) -> None:
@@ -309,7 +346,7 @@ class _LostReplies(RuleBasedStateMachine):
 
     @rule(cut=st.booleans())
     def pull(self, cut: bool) -> None:
-        self._arm(cut, "take")
+        self._arm(cut, "pull")
         expected = self.queue.pop(0) if self.queue else (None, None)
         assert self.through.pull() == expected
 
@@ -576,7 +613,7 @@ def test_replicas_waits_after_writes_and_says_when_a_write_may_not_survive(
         assert "may not survive a failover" in str(raised.value)
         assert "replica_timeout=0.3" in str(raised.value)
         assert short.get("k") == 1  # reads send no WAIT
-        # A pull's take hands the item over: it returns it (with a warning) rather than raise
+        # A pull hands the item over: it returns it (with a warning) rather than raise
         # and lose it for the caller.
         with caplog.at_level("WARNING", logger="diskcache_oxide.remote"):
             assert short.pull() == (key, "kept")
@@ -586,6 +623,36 @@ def test_replicas_waits_after_writes_and_says_when_a_write_may_not_survive(
     # The write that raised ran on the master: the error says it may not survive, not that it
     # did not happen.
     assert cache.pull()[1] == "unsure"
+
+
+def test_a_pull_puts_back_what_it_cannot_decode_even_if_no_replica_acknowledges(
+    master_and_replica: tuple[Any, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """D-064: the pull took the item and its restore ran on the master; with the replica
+    stopped the restore is not acknowledged, which is logged, and the pull still raises the
+    decode error (the reason it failed), not NotReplicatedError."""
+    master, replica = master_and_replica
+    namespace = _namespace()
+    dco.register_type(_Widget, "tests.faults.Widget", lambda w: w.size, _Widget)
+    try:
+        key = RedisCache(master.url, namespace=namespace).push(_Widget(1))
+    finally:
+        dco.unregister_type(_Widget)
+    short = RedisCache(master.url, namespace=namespace, replicas=1, replica_timeout=0.3)
+    replica.pause()
+    try:
+        with caplog.at_level("WARNING", logger="diskcache_oxide.remote"):
+            with pytest.raises(dco.UnknownTypeError):
+                short.pull()
+        assert "put back on the master" in caplog.text
+    finally:
+        replica.resume()
+    dco.register_type(_Widget, "tests.faults.Widget", lambda w: w.size, _Widget)
+    try:
+        got_key, widget = RedisCache(master.url, namespace=namespace).pull()
+    finally:
+        dco.unregister_type(_Widget)
+    assert got_key == key and widget.size == 1
 
 
 def test_the_async_link_waits_for_replicas_too(master_and_replica: tuple[Any, Any]) -> None:

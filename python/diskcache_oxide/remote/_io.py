@@ -106,11 +106,11 @@ READ_SCRIPTS = frozenset(
 )
 
 
-#: The writes that remove data and hand it to the caller (a pull's take, a pop). When fewer
+#: The writes that remove data and hand it to the caller (a pull, a pull's take, a pop). When fewer
 #: replicas than asked acknowledge one, the link returns its reply with a warning instead of
 #: raising: the removal has happened on the master, and raising would lose the item for the
 #: caller; if a failover undoes the removal, the item is delivered again (twice, never lost).
-CONSUMING_SCRIPTS = frozenset({"take", "pop"})
+CONSUMING_SCRIPTS = frozenset({"pull", "take", "pop"})
 
 
 class ServerConnectionError(CacheError, rx.ConnectionError):

@@ -4,10 +4,11 @@ Each call of :class:`~diskcache_oxide.remote.RedisCache` is a generator function
 Cache's parameters after the namespace ``ns`` it runs on: it performs no I/O, yields the
 :class:`~._io.Script` and :class:`~._io.Command` requests it needs and returns the call's
 result (``_io`` explains the shape). The encoding of keys and values, the decoding, the
-read-revision-replace loop of ``incr``, the queue's read-then-take and the error messages are
-written once, here. The faces are generated from the API table (``_api.CALLS``, column
-``redis``): ``RedisCache``'s ``get`` is ``return self._link.run(_ops.get(self, key, ...))``,
-``AsyncRedisCache``'s ``return await self._alink.run(_ops.get(self, key, ...))``.
+read-revision-replace loop of ``incr``, the queue's one-script pull with its put-back of what
+this process cannot decode (D-064) and the error messages are written once, here. The faces
+are generated from the API table (``_api.CALLS``, column ``redis``): ``RedisCache``'s ``get``
+is ``return self._link.run(_ops.get(self, key, ...))``, ``AsyncRedisCache``'s
+``return await self._alink.run(_ops.get(self, key, ...))``.
 
 ``retry`` is accepted by every operation, as by Cache's call, and does nothing (D-058).
 """
@@ -29,7 +30,7 @@ from .._api import missed, shaped
 from .._seconds import ANY, Rule, seconds
 from ..core import ENOVAL
 from ..errors import CacheError, CorruptValueError, DecodeError
-from ._io import Command, Op, Script
+from ._io import Command, NotReplicatedError, Op, Script
 
 __all__ = ["Namespace", "UnsupportedError"]
 
@@ -616,37 +617,112 @@ def _push(
 _Item = tuple[Any, Any, float | None, Any]
 
 
-def _first(ns: Namespace, prefix: str | None, side: str, take: bool) -> Op[_Item | None]:
-    """The first live item from ``side`` that this process can read, removed with ``take``;
-    None if there is none."""
+def _first(ns: Namespace, prefix: str | None, side: str) -> Op[_Item | None]:
+    """The first live item from ``side`` that this process can read, left in place (a
+    ``peek``); None if there is none. A damaged one is removed (exactly that version)."""
     qid = _qid(prefix)
     while True:
         found = yield _script("peek", qid, side)
         if found is None:
             return None
         number, data, expires, revision, tagged = found
-        name = b"q:" + qid + b":" + number
         key = _item_key(prefix, number)
         try:
             value = _decode(ns, data)
         except CorruptValueError:
             # No build could read it: remove it so that it stalls nobody.
-            yield _script("take", name, revision)
+            yield _script("take", b"q:" + qid + b":" + number, revision)
             if ns._on_decode_error == "miss":
                 log.warning("diskcache_oxide: removed the damaged queue item %r", key)
                 continue
             raise
         except DecodeError:
             # A pickle on a pickle=False cache, a type this process has not registered: the
-            # item stays for a worker that can read it; this one raises, or with
-            # on_decode_error='miss' gets the default.
+            # item stays for a worker that can read it.
             if ns._on_decode_error == "miss":
                 log.warning("diskcache_oxide: cannot decode the queue item %r", key)
                 return None
             raise
-        if not take or (yield _script("take", name, revision)):
-            return key, value, _expires(expires), _untag(tagged)
-        # Another worker took that version first: that is its progress; look again.
+        return key, value, _expires(expires), _untag(tagged)
+
+
+#: The kind byte of a pickle's frame (docs/design.md 5.7): what a pull on ``pickle=False``
+#: asks the script to leave at the front rather than take (D-064).
+_PICKLE_KIND = b"\x06"
+
+
+def _take(ns: Namespace, prefix: str | None, side: str, batch: bool) -> Op[_Item | None]:
+    """Take the first live item from ``side`` with one ``pull`` script (D-064); None if there
+    is none (or, with ``on_decode_error='miss'``, if the first cannot be decoded here).
+
+    The script removes the item and returns it, except one whose frame is of a kind this
+    process cannot read (a pickle on ``pickle=False``), which it leaves at the front. An item
+    taken that still cannot be decoded here (an unregistered type, a raising decoder) is put
+    back at its own number with ``restore`` before the error is raised; a damaged one stays
+    removed (``CorruptValueError``, or logged and passed with ``'miss'``). In a ``batch``
+    that already holds items (``pull_many``), an item that would raise ends the batch
+    without raising and stays at the front, so the next call reports it (D-012)."""
+    qid = _qid(prefix)
+    unreadable = b"" if ns._pickle else _PICKLE_KIND
+    while True:
+        found = yield _script("pull", qid, side, unreadable)
+        if found is None:
+            return None
+        taken, number, data, expires, revision, tagged = found
+        key = _item_key(prefix, number)
+        try:
+            value = _decode(ns, data)
+        except CorruptValueError:
+            if ns._on_decode_error == "miss" or not batch:
+                if not taken:  # a frame of an unreadable kind, damaged: remove that version
+                    yield _script("take", b"q:" + qid + b":" + number, revision)
+                if ns._on_decode_error == "miss":
+                    log.warning("diskcache_oxide: removed the damaged queue item %r", key)
+                    continue
+                raise
+            if taken:
+                yield from _restore(qid, side, key, found)
+            return None
+        except Exception as error:
+            # A pickle on a pickle=False cache (left by the script), or taken and then not
+            # decoded: a type this process has not registered, a registered decoder that
+            # raised. The item stays (or is put back) for a worker that can read it.
+            if taken:
+                yield from _restore(qid, side, key, found)
+            if isinstance(error, DecodeError) and ns._on_decode_error == "miss":
+                log.warning("diskcache_oxide: cannot decode the queue item %r", key)
+                return None
+            if batch:
+                return None
+            raise
+        if not taken:
+            # Left as unreadable but decoded after all (cannot happen with the kinds sent
+            # today): take exactly that version, or look again if another worker did.
+            if not (yield _script("take", b"q:" + qid + b":" + number, revision)):
+                continue
+        return key, value, _expires(expires), _untag(tagged)
+
+
+def _restore(qid: bytes, side: str, key: Any, found: list[Any]) -> Op[None]:
+    """Put back an item a pull took and could not decode, at its own number (D-064)."""
+    _, number, data, expires, revision, tagged = found
+    try:
+        yield _script("restore", qid, side, number, data, expires, revision, tagged)
+    except NotReplicatedError:
+        # Put back on the master, not yet on enough replicas: the item is there; raising
+        # this instead of the decode error would hide why the pull failed.
+        log.warning(
+            "diskcache_oxide: the queue item %r, which could not be decoded here, was put back "
+            "on the master but not acknowledged by enough replicas (D-064)",
+            key,
+        )
+    except Exception:
+        log.error(
+            "diskcache_oxide: the queue item %r was taken but could not be decoded here, and "
+            "putting it back failed: it is lost (D-064)",
+            key,
+        )
+        raise
 
 
 def _shaped_item(item: _Item, expire_time: bool, tag: bool) -> Any:
@@ -687,7 +763,7 @@ def pull(
     deadline = None if wait is None else time.monotonic() + wait
     wake = ns._base + b"w:" + _qid(prefix)
     while True:
-        item = yield from _first(ns, prefix, where, take=True)
+        item = yield from _take(ns, prefix, where, batch=False)
         if item is not None:
             return _shaped_item(item, expire_time, tag)
         if deadline is None:
@@ -708,7 +784,7 @@ def peek(
     retry: bool = False,
 ) -> Op[Any]:
     """The first item from ``side`` of the queue ``prefix``, left in place."""
-    item = yield from _first(ns, prefix, _side(side), take=False)
+    item = yield from _first(ns, prefix, _side(side))
     if item is None:
         return missed(default, expire_time, tag)
     return _shaped_item(item, expire_time, tag)
@@ -736,7 +812,7 @@ def pull_many(
         return out
     out.append(first)
     while len(out) < n:
-        item = yield from _first(ns, prefix, _side(side), take=True)
+        item = yield from _take(ns, prefix, _side(side), batch=True)
         if item is None:
             break
         out.append(_shaped_item(item, expire_time, tag))

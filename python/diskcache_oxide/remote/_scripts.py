@@ -326,6 +326,86 @@ remove(ARGV[2])
 return 1
 """
 
+# ARGV: B, qid, side, the value kinds the caller cannot read (one byte each: '\6' for a pickle on
+# pickle=False, or '') -> false if there is no live item, else {taken, number, v, e, r, tag} of
+# the first live item from that side (expired ones passed over and left in place, D-037).
+# taken = 1: it is removed, in this one script, so exactly one caller gets it (D-064).
+# taken = 0: its frame is of a kind the caller declared unreadable, and it stays at the front
+# for a worker that can read it (D-012); the caller decodes it only to raise the exact error.
+PULL = r"""
+local now = now_ms()
+local qid = ARGV[2]
+local q = B .. 'Q:' .. qid
+local start = 0
+while true do
+  local nums
+  if ARGV[3] == 'front' then
+    nums = redis.call('ZRANGE', q, start, start + 99)
+  else
+    nums = redis.call('ZREVRANGE', q, start, start + 99)
+  end
+  if #nums == 0 then return false end
+  for _, num in ipairs(nums) do
+    local member = 'q:' .. qid .. ':' .. num
+    local f = live(member, now)
+    if f then
+      local tag = tag_of(member)
+      local v = f[1]
+      if ARGV[4] ~= '' and string.sub(v, 1, 4) == 'DCO\1'
+          and string.find(ARGV[4], string.sub(v, 5, 5), 1, true) then
+        return {0, num, v, f[2] or '', f[3], tag}
+      end
+      remove(member)
+      return {1, num, v, f[2] or '', f[3], tag}
+    end
+  end
+  start = start + 100
+end
+"""
+
+# ARGV: B, qid, side, number, v, e ('' = never), r, tag ('' = none) -> the number it now has.
+# Puts back an item a pull took and could not decode (D-064): at its own number, with its own
+# revision (so its place in the queue and in insertion order is the one it had), or, if a push
+# took that number meanwhile, at the end of the side it was pulled from (where a pull from that
+# side meets it first). The error reply 'DCO_OVERFLOW' if that side has no number left. No
+# wake-up token: it would wake the restoring worker's own blocked pull (with
+# on_decode_error='miss') into taking and restoring the item again at once, in a loop; a worker
+# that blocked while the item was out looks again after its BLPOP slice (at most 2 s).
+RESTORE = r"""
+local qid = ARGV[2]
+local q = B .. 'Q:' .. qid
+local num = ARGV[4]
+if redis.call('ZSCORE', q, num) then
+  local n
+  if ARGV[3] == 'front' then
+    local first = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
+    n = tonumber(first[2]) - 1
+  else
+    local last = redis.call('ZRANGE', q, -1, -1, 'WITHSCORES')
+    n = tonumber(last[2]) + 1
+  end
+  if n < 0 or n > 999999999999999 then return redis.error_reply('DCO_OVERFLOW') end
+  num = string.format('%015d', n)
+end
+local member = 'q:' .. qid .. ':' .. num
+local ek = B .. 'e:' .. member
+local e, r, tag = ARGV[6], ARGV[7], ARGV[8]
+if e ~= '' then
+  redis.call('HSET', ek, 'v', ARGV[5], 'e', e, 'r', r)
+  redis.call('PEXPIREAT', ek, e)
+  redis.call('ZADD', B .. 'x', e, member)
+else
+  redis.call('HSET', ek, 'v', ARGV[5], 'r', r)
+end
+redis.call('ZADD', B .. 'i', r, member)
+if tag ~= '' then
+  redis.call('HSET', B .. 't', member, tag)
+  redis.call('SADD', B .. 'g:' .. tag, member)
+end
+redis.call('ZADD', q, num, num)
+return num
+"""
+
 # ---- claims (remote.claims): ARGV[2] the claims namespace id, ARGV[3] the key's member -----
 
 CLAIM_PRELUDE = r"""
@@ -474,5 +554,7 @@ SCRIPTS = {
         "peekitem": PEEKITEM,
         "peek": PEEK,
         "take": TAKE,
+        "pull": PULL,
+        "restore": RESTORE,
     }.items()
 }
