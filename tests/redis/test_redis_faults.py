@@ -407,19 +407,33 @@ class Drain:
     (tests/helpers/redis_fault_workers.py: ``(url, namespace, worker, out, ready, stop,
     settings)``, reporting ``(worker, taken, errors)`` on ``out``); ``open`` gives the producer
     its handle (with the same ``settings``)
-    and ``add`` adds the item ``i``, returning once the server acknowledged it. A JobQueue
-    drain on Redis is one more entry: its worker takes, finishes and reports the job's value,
-    its ``add`` puts a job (and its check allows the lease's redeliveries)."""
+    and ``add`` adds the item ``i``, returning once the server acknowledged it; ``leased``:
+    the items are leased jobs, which come back when a worker did not finish them."""
 
     worker: Callable[..., None]
     open: Callable[[str, str, dict[str, Any]], Any]
     add: Callable[[Any, int], Any]
+    leased: bool = False
 
 
 def _drains() -> dict[str, Drain]:
-    from redis_fault_workers import cache_queue_drain
+    from diskcache_oxide import JobQueue
+    from redis_fault_workers import JOB_LEASE, cache_queue_drain, job_queue_drain
 
     return {
+        "job-queue": Drain(
+            worker=job_queue_drain,
+            open=lambda url, namespace, settings: JobQueue(
+                RedisCache(url, namespace=namespace, **{"timeout": 5.0, **settings}),
+                "drain",
+                lease=JOB_LEASE,
+                max_attempts=0,
+            ),
+            # A put repeated after an error finds the first by its unique key while that one
+            # is ready or leased, so it adds nothing.
+            add=lambda jobs, i: jobs.put(i, unique=f"item-{i}"),
+            leased=True,
+        ),
         "cache-queue": Drain(
             worker=cache_queue_drain,
             open=lambda url, namespace, settings: RedisCache(
@@ -435,11 +449,12 @@ DRAIN_ITEMS = 400
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["cache-queue"])
+@pytest.mark.parametrize("kind", ["cache-queue", "job-queue"])
 @pytest.mark.parametrize("outage", ["within-reconnect_for", "beyond-reconnect_for"])
 def test_a_restart_with_aof_mid_drain(make_redis_server: Any, kind: str, outage: str) -> None:
-    """The server is SIGKILLed after half the items were pushed and started again 2 s later
-    on its data directory (AOF, ``appendfsync always``).
+    """The server is SIGKILLed after half the items were added and started again 2 s later
+    on its data directory (AOF, ``appendfsync always``), under 4 worker processes draining
+    the cache's queue or a JobQueue.
 
     Within ``reconnect_for`` (10 s by default) the calls in flight are repeated with their
     request tokens: no acknowledged item is lost and none is pulled twice. Beyond it (the
@@ -519,6 +534,18 @@ def test_a_restart_with_aof_mid_drain(make_redis_server: Any, kind: str, outage:
         f"lost {lost}, duplicates {duplicates}, adds in doubt {in_doubt}, "
         f"down {downtime[0]:.2f} s, worker errors {len(errors)}: {kinds}"
     )
+    if drain.leased:
+        # A lease brings back every job a worker took and did not finish (a take whose reply
+        # never came, a finish that raised): no acknowledged job is lost, even beyond
+        # reconnect_for. A job runs again only by the lease rules: after a worker's call
+        # failed, or when a producer's put in doubt added it after the first had finished.
+        extra_runs = sum(count - 1 for count in counts.values())
+        assert not lost
+        if outage == "within-reconnect_for":
+            assert not duplicates and not errors
+        else:
+            assert extra_runs <= len(errors) + len(in_doubt)
+        return
     # Without a lease an item taken is gone, so the only way to pull a value twice is to push
     # it twice: a producer's repeat after an error that left its first push in doubt.
     assert set(duplicates) <= set(in_doubt)

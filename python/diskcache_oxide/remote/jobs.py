@@ -281,7 +281,9 @@ def take_op(
         if next_in is not None:
             # A delayed job falls due, or a lease runs out, with nobody writing: wake then.
             wait = min(wait, max(next_in, 0.0) + _SHORTEST)
-        yield Command(("BLPOP", *wake_keys, f"{max(wait, _SHORTEST):.3f}"))
+        # Safe to send again after a dropped connection (the link then repeats it): a wake-up
+        # token lost with a reply costs one slice at most, as the take looks again after each.
+        yield Command(("BLPOP", *wake_keys, f"{max(wait, _SHORTEST):.3f}"), idempotent=True)
 
 
 def finish_op(job_id: int, lease: int) -> Op[bool]:
