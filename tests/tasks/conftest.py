@@ -48,6 +48,24 @@ def markers(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def periodic(
+    store: str, markers: Path, monkeypatch: pytest.MonkeyPatch
+) -> Callable[[float], ModuleType]:
+    """``periodic(period)``: ``periodic_tasks`` imported afresh on the test's store, its
+    markers in ``markers``; the workers started after it inherit the same settings."""
+
+    def load(period: float) -> ModuleType:
+        monkeypatch.setenv("DCO_TASKS_DIR", store)
+        monkeypatch.setenv("DCO_TASKS_MARKERS", str(markers))
+        monkeypatch.setenv("DCO_TASKS_PERIOD", repr(period))
+        monkeypatch.syspath_prepend(str(HERE))
+        sys.modules.pop("periodic_tasks", None)
+        return importlib.import_module("periodic_tasks")
+
+    return load
+
+
+@pytest.fixture
 def start_worker(tmp_path: Path) -> Iterator[Callable[..., Worker]]:
     started: list[Worker] = []
 

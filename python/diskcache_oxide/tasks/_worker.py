@@ -30,12 +30,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..jobs import JobQueue
-from ._app import Task, open_store, registered
+from ._app import PeriodicTask, Task, open_store, registered
 from ._errors import TaskTimeout
 from ._execute import Outcome, error_outcome, import_modules
 from ._payload import ERROR_LIMIT, call_of
 from ._pools import SLICE, ChildStartError, ProcessPool, Running, ThreadPool
 from ._results import failure_record, store_record, wake
+from ._schedules import Scheduler
 
 if TYPE_CHECKING:
     import click
@@ -100,6 +101,20 @@ class Worker:
         self.now = threading.Event()
         self.failed: str | None = None
         self.forced = False
+        periodic = [task for task in tasks.values() if isinstance(task, PeriodicTask)]
+        self.scheduler = Scheduler(jobs, periodic) if periodic else None
+
+    def start_scheduler(self) -> None:
+        """Every worker keeps the schedules (the claims of ticks make each tick one job):
+        in a thread of its own until the first signal; with ``--burst``, one pass now."""
+        if self.scheduler is None:
+            return
+        if self.burst:
+            self.scheduler.run_pass()
+            return
+        threading.Thread(
+            target=self.scheduler.loop, args=(self.stopping,), daemon=True, name="scheduler"
+        ).start()
 
     # ---- signals --------------------------------------------------------------------------
 
@@ -309,6 +324,7 @@ class Worker:
         previous = {s: signal.signal(s, self.on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
             threading.Thread(target=self.heartbeat, daemon=True, name="heartbeat").start()
+            self.start_scheduler()
             slots = [
                 threading.Thread(target=self.slot, args=(i,), daemon=True, name=f"slot-{i}")
                 for i in range(self.concurrency)
@@ -400,6 +416,7 @@ class Worker:
         for s in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(s, self.on_signal, s)
         threading.Thread(target=self.heartbeat, daemon=True, name="heartbeat").start()
+        await asyncio.to_thread(self.start_scheduler)
         slots = [asyncio.ensure_future(self.aslot(i)) for i in range(self.concurrency)]
         try:
             while not all(t.done() for t in slots) and not self.stopping.is_set():
