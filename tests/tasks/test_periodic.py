@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import signal
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +23,9 @@ import diskcache_oxide as dc
 import pytest
 from diskcache_oxide.tasks import PeriodicTask
 from diskcache_oxide.tasks._schedules import Cron, Every, Scheduler
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 from tasks_support import wait_for
 
 pytestmark = [pytest.mark.oxide, pytest.mark.backends]
@@ -183,3 +187,82 @@ def test_missed_ticks_are_skipped_or_caught_up_when_a_worker_comes_back(
         assert after == pytest.approx(expected), task.name
         assert task.missed_count - missed[task] == gone - caught_up
     assert "tick(s) missed since" in again.log
+
+
+PERIOD = 10.0
+
+
+@pytest.mark.parametrize("missed", ["skip", "catch_up"])
+def test_schedulers_against_a_model(
+    make_cache: Callable[..., Any], missed: str, backend: Any
+) -> None:
+    """Three schedulers (workers) run passes in any order as the clock moves on, now and then
+    one with a clock behind the others: every tick after the first is queued once or counted
+    missed once, as a model of the policy says, whichever scheduler got to it."""
+    examples = 25 if backend.name == "directory" else 8
+
+    class Schedules(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tasks = dc.Tasks(make_cache(uuid.uuid4().hex))
+
+            @self.tasks.periodic(
+                every=PERIOD, missed=missed, max_catch_up=3, name=f"model.{missed}"
+            )
+            def beat(tick: float) -> float:
+                return tick
+
+            self.beat = beat
+            self.jobs = dc.JobQueue(self.tasks.cache, beat.queue)
+            self.schedulers = [Scheduler(self.jobs, [beat]) for _ in range(3)]
+            self.now = 1_000_000.0
+            self.last: float | None = None  # the model's last tick settled
+            self.queued: list[float] = []
+            self.missed = 0
+
+        def expect(self, tick: float) -> None:
+            """What a pass that finds ``tick`` due does, in the model."""
+            if self.last is None:
+                self.last = tick  # first sighting: nothing runs
+                return
+            if tick <= self.last:
+                return
+            gone = round((tick - self.last) / PERIOD) - 1
+            caught = min(gone, 3) if missed == "catch_up" else 0
+            self.queued += [tick - PERIOD * i for i in range(caught, 0, -1)] + [tick]
+            self.missed += gone - caught
+            self.last = tick
+
+        @rule(
+            which=st.integers(0, 2),
+            step=st.one_of(
+                st.floats(0, 2 * PERIOD), st.floats(2 * PERIOD, 300 * PERIOD), st.just(PERIOD)
+            ),
+        )
+        def a_pass(self, which: int, step: float) -> None:
+            self.now += step
+            self.schedulers[which].run_pass(now=self.now)
+            self.expect(Every(PERIOD).latest(self.now))
+
+        @rule(which=st.integers(0, 2), behind=st.floats(0, 3 * PERIOD))
+        def a_pass_with_a_clock_behind(self, which: int, behind: float) -> None:
+            self.schedulers[which].run_pass(now=self.now - behind)
+            self.expect(Every(PERIOD).latest(self.now - behind))
+
+        @invariant()
+        def queued_once_and_counted_once(self) -> None:
+            found = [tick for _, tick in drain(self.jobs)]
+            assert found == pytest.approx(self.queued)
+            self.queued = []
+            assert self.beat.missed_count == self.missed
+            assert self.beat.last_tick == self.last
+
+    run_state_machine_as_test(
+        Schedules,
+        settings=settings(
+            max_examples=examples,
+            stateful_step_count=15,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+        ),
+    )

@@ -233,9 +233,9 @@ class Scheduler:
         count, recent = task.cadence.between(last, tick, window)
         skipped = count - len(recent)  # older than the window: this claimer counts them
         caught_up = 0
-        run = recent[len(recent) - task.max_catch_up :] if task.missed == "catch_up" else []
-        if task.max_catch_up == 0:
-            run = []
+        run: list[float] = []
+        if task.missed == "catch_up" and task.max_catch_up > 0:
+            run = recent[max(0, len(recent) - task.max_catch_up) :]
         for earlier in recent:
             queue_it = earlier in run
             if not self.claim(task, earlier, "fired" if queue_it else "skipped"):
