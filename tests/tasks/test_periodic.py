@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import datetime
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections import Counter
@@ -266,3 +268,26 @@ def test_schedulers_against_a_model(
             suppress_health_check=list(HealthCheck),
         ),
     )
+
+
+def test_without_cronsim_only_a_cron_schedule_needs_the_extra(tmp_path: Path) -> None:
+    """The package, tasks and every= schedules import and work without cronsim (a fresh
+    interpreter in which importing it fails, as where it is not installed); cron= says which
+    extra to install."""
+    script = (
+        "import sys\n"
+        "sys.modules['cronsim'] = None  # importing it now raises ImportError\n"
+        "import diskcache_oxide as dc\n"
+        f"tasks = dc.Tasks({str(tmp_path)!r})\n"
+        "@tasks.periodic(every=60, name='t.fine')\n"
+        "def fine(): pass\n"
+        "assert fine.delay().status == 'queued'\n"
+        "try:\n"
+        "    tasks.periodic(cron='* * * * *')\n"
+        "except ImportError as error:\n"
+        "    print(error)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert "pip install 'diskcache-oxide[cron]'" in done.stdout

@@ -10,6 +10,10 @@ Signals: the first SIGTERM or SIGINT stops the taking; running tasks get ``grace
 finish; those still running then are released (ready again at once, the attempt not counted)
 and their bodies stopped. A second signal skips the rest of the grace period.
 
+Schedules: every worker runs the scheduler of the periodic tasks it imported
+(:mod:`._schedules`) in a thread of its own; the claim of each tick in the store makes it one
+job however many workers run.
+
 Exit codes (:data:`EXIT_CODES`): 0 stopped by a signal after a graceful shutdown, or ``--burst``
 found nothing more to do; 1 the worker could not run (the store would not open, a child
 process would not start); 2 bad usage; 3 a task module failed to import, or the modules
@@ -574,6 +578,9 @@ def run_worker(
         concurrency,
         sorted(tasks),
     )
+    for task in tasks.values():
+        if isinstance(task, PeriodicTask):
+            _log.info("schedule: %s %r, missed ticks: %s", task.name, task.cadence, task.missed)
     if pool == "async":
         code = asyncio.run(worker.run_async())
     else:
