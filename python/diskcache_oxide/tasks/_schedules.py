@@ -210,15 +210,21 @@ class Scheduler:
         last = state.get("last") if isinstance(state, dict) else None
         if not isinstance(last, (int, float)):
             # First sighting: a schedule starts with the tick after it is first seen, so a
-            # daily cron first seen at 15:00 does not run its 09:00 tick then.
-            self.cache.set(state_key, {"last": tick})
-            _log.info(
-                "%s: scheduled %r; first tick at %s",
-                task.name,
-                task.schedule,
-                _when(task.cadence.next_after(tick)),
-            )
-            return
+            # daily cron first seen at 15:00 does not run its 09:00 tick then. `add`, so that
+            # of two workers that each claimed a tick before either stored the state, one
+            # starts the schedule and the other goes on from it.
+            if self.cache.add(state_key, {"last": tick}):
+                _log.info(
+                    "%s: scheduled %r; first tick at %s",
+                    task.name,
+                    task.cadence,
+                    _when(task.cadence.next_after(tick)),
+                )
+                return
+            state = self.cache.get(state_key)
+            last = state.get("last") if isinstance(state, dict) else None
+            if not isinstance(last, (int, float)) or tick <= last:
+                return  # the other's first tick is this one's or later: it starts there
         if tick <= last:
             # Only a worker whose clock is behind the one that settled `last` gets here.
             _log.warning(
