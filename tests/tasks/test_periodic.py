@@ -71,6 +71,8 @@ def test_bad_schedules_say_what_to_do(make_cache: Callable[..., Any]) -> None:
         tasks.periodic()(lambda: None)
     with pytest.raises(ValueError, match="is not a cron expression"):
         tasks.periodic(cron="every day")
+    with pytest.raises(ValueError, match="names no time within 50 years"):
+        tasks.periodic(cron="0 0 */20 * 1L")  # the 1st or 21st, and the last Monday
     with pytest.raises(ValueError, match="missed= must be one of"):
         tasks.periodic(every=1, missed="later", name="t.bad")(lambda: None)
     with pytest.raises(TypeError, match=r"requires \['x'\]: give them defaults"):

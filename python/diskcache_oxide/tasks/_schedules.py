@@ -134,6 +134,14 @@ class Cron:
                 f"cron={expr!r} is not a cron expression ({error}): five fields, "
                 "minute hour day-of-month month day-of-week, as '*/5 * * * *'"
             ) from None
+        try:  # both ways: a pass looks back for the tick due, and forward for the next
+            self.latest(time.time())
+            self.next_after(time.time())
+        except StopIteration:
+            raise ValueError(
+                f"cron={expr!r} names no time within 50 years of now (as '0 0 */20 * 1L', "
+                "the 1st or 21st that is a month's last Monday): no tick would ever run"
+            ) from None
 
     def __repr__(self) -> str:
         return f"cron {self.expr!r} ({self.tz})"
