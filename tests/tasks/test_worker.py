@@ -9,6 +9,7 @@ sample_tasks``."""
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from pathlib import Path
@@ -21,15 +22,21 @@ from tasks_support import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.oxide]
 
-#: The pools on a directory, and the process pool on each Redis backend too.
+#: The pools on a directory, and the process pool on each Redis backend too (as the harness
+#: does for a module marked ``backends``, DCO_BACKENDS=directory,... keeps only those named).
+_ONLY = [name for name in os.environ.get("DCO_BACKENDS", "").split(",") if name]
 POOLS_AND_BACKENDS = pytest.mark.parametrize(
     ("pool", "backend"),
     [
-        ("process", "directory"),
-        ("thread", "directory"),
-        ("async", "directory"),
-        ("process", "redis"),
-        ("process", "cluster"),
+        (pool, backend)
+        for pool, backend in [
+            ("process", "directory"),
+            ("thread", "directory"),
+            ("async", "directory"),
+            ("process", "redis"),
+            ("process", "cluster"),
+        ]
+        if not _ONLY or backend in _ONLY
     ],
     indirect=["backend"],
 )
