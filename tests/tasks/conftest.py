@@ -1,5 +1,9 @@
 """Fixtures of the task tests: a fresh copy of ``sample_tasks`` on a store of the test's own,
-and workers started through the command (``python -m diskcache_oxide worker``)."""
+and workers started through the command (``python -m diskcache_oxide worker``).
+
+The store is a location of the conformance harness (tests/helpers/backends.py): a directory,
+or on a module or test marked ``backends`` a Redis URL naming a fresh namespace on the
+session's server or cluster, which the worker command opens as it is given."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
+import backends
 import pytest
 from tasks_support import Worker
 
@@ -19,10 +24,11 @@ HERE = Path(__file__).parent
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> str:
+def store(tmp_path: Path, backend: backends.Backend, request: pytest.FixtureRequest) -> str:
+    """Where the test's tasks live: a directory, or a ``redis://...?namespace=...`` URL."""
     path = tmp_path / "store"
     path.mkdir()
-    return str(path)
+    return backends.location(backend, str(path), request)
 
 
 @pytest.fixture
@@ -39,6 +45,24 @@ def markers(tmp_path: Path) -> Path:
     path = tmp_path / "markers"
     path.mkdir()
     return path
+
+
+@pytest.fixture
+def periodic(
+    store: str, markers: Path, monkeypatch: pytest.MonkeyPatch
+) -> Callable[[float], ModuleType]:
+    """``periodic(period)``: ``periodic_tasks`` imported afresh on the test's store, its
+    markers in ``markers``; the workers started after it inherit the same settings."""
+
+    def load(period: float) -> ModuleType:
+        monkeypatch.setenv("DCO_TASKS_DIR", store)
+        monkeypatch.setenv("DCO_TASKS_MARKERS", str(markers))
+        monkeypatch.setenv("DCO_TASKS_PERIOD", repr(period))
+        monkeypatch.syspath_prepend(str(HERE))
+        sys.modules.pop("periodic_tasks", None)
+        return importlib.import_module("periodic_tasks")
+
+    return load
 
 
 @pytest.fixture

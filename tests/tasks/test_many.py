@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.oxide]
+pytestmark = [pytest.mark.slow, pytest.mark.oxide, pytest.mark.backends]
 
 COUNT = 1000
 

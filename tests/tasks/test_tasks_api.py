@@ -16,7 +16,7 @@ import diskcache_oxide as dc
 import pytest
 from diskcache_oxide.tasks import STATUSES
 
-pytestmark = pytest.mark.oxide
+pytestmark = [pytest.mark.oxide, pytest.mark.backends]
 
 
 def test_names_are_module_qualname(app: ModuleType) -> None:

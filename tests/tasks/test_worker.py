@@ -1,9 +1,15 @@
 """The worker command in real processes: SIGTERM and SIGINT with a grace period, a second
 signal, SIGKILL and the lease, timeouts on each pool, the async pool, recycling, and a task
-module that fails to import."""
+module that fails to import.
+
+A representative subset also runs on a Redis server and a Redis Cluster (the conformance
+harness, tests/helpers/backends.py): SIGTERM on the process pool, SIGKILL and the lease, and the
+async pool. The worker there is started as ``diskcache-oxide worker 'redis://...?namespace=NS'
+sample_tasks``."""
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from pathlib import Path
@@ -16,12 +22,31 @@ from tasks_support import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.oxide]
 
+#: The pools on a directory, and the process pool on each Redis backend too (as the harness
+#: does for a module marked ``backends``, DCO_BACKENDS=directory,... keeps only those named).
+_ONLY = [name for name in os.environ.get("DCO_BACKENDS", "").split(",") if name]
+POOLS_AND_BACKENDS = pytest.mark.parametrize(
+    ("pool", "backend"),
+    [
+        (pool, backend)
+        for pool, backend in [
+            ("process", "directory"),
+            ("thread", "directory"),
+            ("async", "directory"),
+            ("process", "redis"),
+            ("process", "cluster"),
+        ]
+        if not _ONLY or backend in _ONLY
+    ],
+    indirect=["backend"],
+)
+
 
 def _runs(markers: Path, name: str, event: str) -> list[Path]:
     return sorted(markers.glob(f"{name}.{event}.*"))
 
 
-@pytest.mark.parametrize("pool", ["process", "thread", "async"])
+@POOLS_AND_BACKENDS
 def test_sigterm_mid_task_lets_it_finish_within_the_grace(
     app: ModuleType, store: str, markers: Path, start_worker: Any, pool: str
 ) -> None:
@@ -35,7 +60,7 @@ def test_sigterm_mid_task_lets_it_finish_within_the_grace(
     assert "taking no more tasks" in worker.log
 
 
-@pytest.mark.parametrize("pool", ["process", "thread", "async"])
+@POOLS_AND_BACKENDS
 def test_sigterm_past_the_grace_releases_the_task(
     app: ModuleType, store: str, markers: Path, start_worker: Any, pool: str
 ) -> None:
@@ -66,6 +91,7 @@ def test_a_second_signal_stops_at_once(
     assert app.tasks.jobs.get(result.id).state == "ready"
 
 
+@pytest.mark.backends
 def test_a_sigkilled_worker_s_task_comes_back_after_its_lease(
     app: ModuleType, store: str, markers: Path, start_worker: Any
 ) -> None:
@@ -116,6 +142,7 @@ def test_a_task_past_its_timeout_is_ended_and_fails_an_attempt(
     assert "timeout, dead" in worker.log
 
 
+@pytest.mark.backends
 def test_async_tasks_on_the_async_pool(app: ModuleType, store: str, start_worker: Any) -> None:
     results = [app.async_add.delay(i, i) for i in range(20)] + [app.add.delay(1, 1)]
     worker = start_worker(store, "--pool", "async", "--concurrency", "8", "--burst")

@@ -1,19 +1,21 @@
 """Tasks and workers on the leased :class:`~diskcache_oxide.JobQueue` (issue 22, D-063).
 
 ``tasks = Tasks(directory_or_url)``; ``@tasks.task`` declares a function; ``f.delay(...)``
-queues a call and returns a :class:`TaskResult`; ``diskcache-oxide worker DIR app.module``
+queues a call and returns a :class:`TaskResult`; ``@tasks.periodic(every=|cron=)`` declares one
+that the workers run on a schedule, each tick once; ``diskcache-oxide worker DIR app.module``
 runs them. Built on JobQueue's public API and the cache's get/set/push/pull only, so it runs
 on any store that has both. See docs/guide-tasks.md.
 """
 
 from __future__ import annotations
 
-from ._app import Task, Tasks, registered
+from ._app import PeriodicTask, Task, Tasks, registered
 from ._errors import ResultTimeout, TaskCancelled, TaskError, TaskFailed, TaskTimeout
 from ._results import STATUSES, TaskResult
 
 __all__ = [
     "STATUSES",
+    "PeriodicTask",
     "ResultTimeout",
     "Task",
     "TaskCancelled",

@@ -24,8 +24,9 @@ from ..jobs import JobQueue
 from ._naming import task_name
 from ._payload import make_call
 from ._results import TaskResult
+from ._schedules import MISSED, STATE_PREFIX, Cron, Every
 
-__all__ = ["DEFAULTS", "Task", "Tasks", "registered"]
+__all__ = ["DEFAULTS", "PERIODIC_DEFAULTS", "PeriodicTask", "Task", "Tasks", "registered"]
 
 R = TypeVar("R")
 
@@ -37,6 +38,14 @@ DEFAULTS: dict[str, Any] = {
     "timeout": None,
     "unique": False,
     "result_expire": 86400.0,
+}
+
+#: The defaults of ``@tasks.periodic``'s own options, and of the task options it sets
+#: differently (see :meth:`Tasks.periodic`).
+PERIODIC_DEFAULTS: dict[str, Any] = {
+    "missed": "skip",
+    "max_catch_up": 10,
+    "result_expire": 3600.0,
 }
 
 #: The longest wait between two attempts, whatever the backoff.
@@ -194,14 +203,70 @@ class Tasks:
 
         return decorate
 
-    def _declare(self, func: Callable[..., Any], options: dict[str, Any]) -> Task[Any]:
+    def periodic(
+        self,
+        *,
+        every: float | datetime.timedelta | None = None,
+        cron: str | None = None,
+        tz: datetime.tzinfo | str | None = None,
+        missed: str = PERIODIC_DEFAULTS["missed"],
+        max_catch_up: int = PERIODIC_DEFAULTS["max_catch_up"],
+        **options: Any,
+    ) -> Callable[[Callable[..., R]], PeriodicTask[R]]:
+        """Declare a task that runs on a schedule, as ``@tasks.periodic(every=60)`` or
+        ``@tasks.periodic(cron="*/5 * * * *")``; the workers of the store run it.
+
+        Each tick runs once however many workers run: the first worker to see it claims it
+        (D-063). A schedule starts with the first tick after a worker first sees it. The
+        function takes no arguments, or a ``tick`` keyword that receives the tick's time
+        (epoch seconds).
+
+        :param every: seconds (or a timedelta) between ticks; they fall on the multiples of
+            the period since the epoch (``every=3600`` ticks on the hour, in UTC)
+        :param cron: a five-field cron expression, as ``"0 9 * * mon-fri"``; needs the
+            ``cron`` extra (``pip install 'diskcache-oxide[cron]'``, for cronsim)
+        :param tz: the time zone of ``cron`` (a tzinfo or a name as ``"Europe/Paris"``;
+            default UTC)
+        :param missed: ticks missed while no worker ran: ``"skip"`` (default: counted in
+            :attr:`PeriodicTask.missed_count`, not run) or ``"catch_up"`` (run, the most
+            recent ``max_catch_up`` of them; older ones are counted). The tick due when a
+            worker comes back runs either way
+        :param max_catch_up: the most missed ticks ``"catch_up"`` runs (default 10)
+        :param options: those of :meth:`task` (``result_expire`` defaults to an hour here)
+        """
+        options.setdefault("result_expire", PERIODIC_DEFAULTS["result_expire"])
+        if "unique" in options:
+            raise TypeError("@tasks.periodic takes no unique=: each tick is unique already")
+
+        schedule = make_schedule(every, cron, tz)  # a bad one fails where it is written
+
+        def decorate(f: Callable[..., R]) -> PeriodicTask[R]:
+            made = self._declare(
+                f,
+                options,
+                PeriodicTask,
+                schedule=schedule,
+                missed=missed,
+                max_catch_up=max_catch_up,
+            )
+            return made  # type: ignore[return-value]
+
+        return decorate
+
+    def _declare(
+        self,
+        func: Callable[..., Any],
+        options: dict[str, Any],
+        kind: type[Task[Any]] | None = None,
+        **extra: Any,
+    ) -> Task[Any]:
         if not callable(func):
             raise TypeError(f"@tasks.task needs a function, not {type(func).__name__}")
         known = {"name", "queue", *DEFAULTS}
         unknown = sorted(set(options) - known)
         if unknown:
             raise TypeError(f"@tasks.task got unknown options {unknown}; it takes {sorted(known)}")
-        made = Task(self, func, **options)
+        made = (kind or Task)(self, func, **options, **extra)
         with _registry_lock:
             _registry[made.name] = made
         return made
@@ -342,3 +407,79 @@ class Task(Generic[R]):
                 f"{self.name}: an argument cannot be stored, so the task was not queued: {error}"
             ) from error
         return TaskResult(self.app, job_id)
+
+
+def make_schedule(
+    every: float | datetime.timedelta | None,
+    cron: str | None,
+    tz: datetime.tzinfo | str | None,
+) -> Every | Cron:
+    """The schedule of ``@tasks.periodic``: one of ``every=`` and ``cron=``."""
+    if (every is None) == (cron is None):
+        raise TypeError("@tasks.periodic takes one of every= (seconds) and cron= (an expression)")
+    if every is not None:
+        if tz is not None:
+            raise TypeError("tz= goes with cron=; every= ticks on multiples of its period")
+        if isinstance(every, datetime.timedelta):
+            every = every.total_seconds()
+        return Every(float(seconds(every, "every", NONNEGATIVE)))
+    return Cron(cron, tz)  # type: ignore[arg-type]
+
+
+class PeriodicTask(Task[R]):
+    """A task declared with ``@tasks.periodic``: a :class:`Task` (``delay()`` still queues an
+    extra run) with a schedule the workers keep."""
+
+    def __init__(
+        self,
+        app: Tasks,
+        func: Callable[..., R],
+        *,
+        schedule: Every | Cron,
+        missed: str = PERIODIC_DEFAULTS["missed"],
+        max_catch_up: int = PERIODIC_DEFAULTS["max_catch_up"],
+        **options: Any,
+    ) -> None:
+        if missed not in MISSED:
+            raise ValueError(f"missed= must be one of {MISSED}, not {missed!r}")
+        if isinstance(max_catch_up, bool) or not isinstance(max_catch_up, int) or max_catch_up < 0:
+            raise ValueError(f"max_catch_up must be an int >= 0, not {max_catch_up!r}")
+        super().__init__(app, func, **options)
+        #: the ticks: an Every or a Cron (not `schedule`, which queues one call later)
+        self.cadence = schedule
+        self.missed = missed
+        self.max_catch_up = max_catch_up
+        try:
+            parameters = inspect.signature(func).parameters
+        except (TypeError, ValueError):
+            parameters = {}  # type: ignore[assignment]
+        self.takes_tick = "tick" in parameters
+        required = [
+            p.name
+            for p in parameters.values()
+            if p.default is p.empty
+            and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+            and p.name != "tick"
+        ]
+        if required:
+            raise TypeError(
+                f"a periodic task is called with no arguments (or tick=), but {self.name} "
+                f"requires {required}: give them defaults"
+            )
+
+    def __repr__(self) -> str:
+        return f"<PeriodicTask {self.name} {self.cadence!r} queue={self.queue!r}>"
+
+    @property
+    def last_tick(self) -> float | None:
+        """The time (epoch seconds) of the last tick the workers settled, or None before a
+        worker has seen the schedule."""
+        state = self.app.cache.get(STATE_PREFIX + self.name)
+        last = state.get("last") if isinstance(state, dict) else None
+        return float(last) if isinstance(last, (int, float)) else None
+
+    @property
+    def missed_count(self) -> int:
+        """How many ticks were missed while no worker ran and not run (skipped, or beyond
+        ``max_catch_up``)."""
+        return int(self.app.cache.get(STATE_PREFIX + self.name + ".missed", 0))

@@ -10,6 +10,10 @@ Signals: the first SIGTERM or SIGINT stops the taking; running tasks get ``grace
 finish; those still running then are released (ready again at once, the attempt not counted)
 and their bodies stopped. A second signal skips the rest of the grace period.
 
+Schedules: every worker runs the scheduler of the periodic tasks it imported
+(:mod:`._schedules`) in a thread of its own; the claim of each tick in the store makes it one
+job however many workers run.
+
 Exit codes (:data:`EXIT_CODES`): 0 stopped by a signal after a graceful shutdown, or ``--burst``
 found nothing more to do; 1 the worker could not run (the store would not open, a child
 process would not start); 2 bad usage; 3 a task module failed to import, or the modules
@@ -30,12 +34,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..jobs import JobQueue
-from ._app import Task, open_store, registered
+from ._app import PeriodicTask, Task, open_store, registered
 from ._errors import TaskTimeout
 from ._execute import Outcome, error_outcome, import_modules
 from ._payload import ERROR_LIMIT, call_of
 from ._pools import SLICE, ChildStartError, ProcessPool, Running, ThreadPool
 from ._results import failure_record, store_record, wake
+from ._schedules import Scheduler
 
 if TYPE_CHECKING:
     import click
@@ -100,6 +105,20 @@ class Worker:
         self.now = threading.Event()
         self.failed: str | None = None
         self.forced = False
+        periodic = [task for task in tasks.values() if isinstance(task, PeriodicTask)]
+        self.scheduler = Scheduler(jobs, periodic) if periodic else None
+
+    def start_scheduler(self) -> None:
+        """Every worker keeps the schedules (the claims of ticks make each tick one job):
+        in a thread of its own until the first signal; with ``--burst``, one pass now."""
+        if self.scheduler is None:
+            return
+        if self.burst:
+            self.scheduler.run_pass()
+            return
+        threading.Thread(
+            target=self.scheduler.loop, args=(self.stopping,), daemon=True, name="scheduler"
+        ).start()
 
     # ---- signals --------------------------------------------------------------------------
 
@@ -309,6 +328,7 @@ class Worker:
         previous = {s: signal.signal(s, self.on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
             threading.Thread(target=self.heartbeat, daemon=True, name="heartbeat").start()
+            self.start_scheduler()
             slots = [
                 threading.Thread(target=self.slot, args=(i,), daemon=True, name=f"slot-{i}")
                 for i in range(self.concurrency)
@@ -400,6 +420,7 @@ class Worker:
         for s in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(s, self.on_signal, s)
         threading.Thread(target=self.heartbeat, daemon=True, name="heartbeat").start()
+        await asyncio.to_thread(self.start_scheduler)
         slots = [asyncio.ensure_future(self.aslot(i)) for i in range(self.concurrency)]
         try:
             while not all(t.done() for t in slots) and not self.stopping.is_set():
@@ -557,6 +578,9 @@ def run_worker(
         concurrency,
         sorted(tasks),
     )
+    for task in tasks.values():
+        if isinstance(task, PeriodicTask):
+            _log.info("schedule: %s %r, missed ticks: %s", task.name, task.cadence, task.missed)
     if pool == "async":
         code = asyncio.run(worker.run_async())
     else:

@@ -1,0 +1,300 @@
+"""Schedules of periodic tasks (``@tasks.periodic``) and the scheduler every worker runs
+(D-063).
+
+A schedule is a sequence of *ticks*, instants every process computes alike from the schedule
+and the clock alone: ``every=P`` ticks at the multiples of P seconds since the epoch, ``cron=``
+at the times its expression names (in ``tz``, UTC by default). A tick is named by its time,
+``name@<epoch seconds, 6 decimals>``.
+
+Every worker runs :class:`Scheduler` in a thread of its own. When a worker first sees a new
+tick it *claims* it: ``cache.add`` of ``diskcache_oxide.tasks.tick.<name>@<time>`` (add is
+atomic on a directory and on Redis, and only one caller of it stores the key). The worker that
+claims a tick, and only that one, settles it: queues its job (``JobQueue.put`` with the tick's
+name as the unique key too), or counts it as missed. So a tick is one job however many workers
+run. The claims expire once no worker can consider their tick again: after the catch-up window
+of ticks, and never sooner than ten minutes (room for clocks that disagree).
+
+The state of a schedule, ``diskcache_oxide.tasks.schedule.<name>``, holds the last tick it
+settled (``{"last": time}``); ``...<name>.missed`` counts the missed ticks (``incr``). The ticks
+strictly between the last one and the one now due were missed (no worker ran then): each is
+claimed too, and under ``missed="skip"`` counted, under ``missed="catch_up"`` queued (the most
+recent ``max_catch_up`` of them; the older ones are counted). The tick now due always runs.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from ._payload import make_call
+
+if TYPE_CHECKING:
+    from ..jobs import JobQueue
+    from ._app import PeriodicTask
+
+__all__ = [
+    "CLAIM_PREFIX",
+    "CLAIM_WINDOW",
+    "MISSED",
+    "STATE_PREFIX",
+    "Cron",
+    "Every",
+    "Scheduler",
+    "tick_name",
+]
+
+#: Key prefixes of the claims of ticks and of the schedules' states.
+CLAIM_PREFIX = "diskcache_oxide.tasks.tick."
+STATE_PREFIX = "diskcache_oxide.tasks.schedule."
+
+#: What to do with ticks missed while no worker ran.
+MISSED = ("skip", "catch_up")
+
+#: How many of the most recent missed ticks are claimed one by one (so that two workers never
+#: both count or queue one); older ones, if any, are counted by the claimer of the tick now due.
+CLAIM_WINDOW = 100
+
+#: The least time a claim is kept: a worker whose clock is this much behind another's still
+#: finds the tick claimed.
+CLAIM_FLOOR = 600.0
+
+#: How often the scheduler looks at the clock (seconds).
+PASS_EVERY = 0.1
+
+#: At most this many missed ticks of a cron schedule are walked to count them.
+COUNT_LIMIT = 1_000_000
+
+_log = logging.getLogger("diskcache_oxide.tasks")
+
+
+def tick_name(task: str, tick: float) -> str:
+    """A tick's name: the task's and the tick's time (epoch seconds), the same in every
+    process."""
+    return f"{task}@{tick:.6f}"
+
+
+class Every:
+    """Ticks every ``period`` seconds, at its multiples since the epoch (so every process
+    computes the same ones, whenever it started)."""
+
+    def __init__(self, period: float) -> None:
+        if not math.isfinite(period) or period <= 0:
+            raise ValueError(f"every= must be a positive number of seconds, not {period!r}")
+        self.period = float(period)
+
+    def __repr__(self) -> str:
+        return f"every {self.period:g} s"
+
+    def latest(self, now: float) -> float:
+        """The last tick at or before ``now``."""
+        return math.floor(now / self.period) * self.period
+
+    def next_after(self, tick: float) -> float:
+        """The tick that follows ``tick``."""
+        return (round(tick / self.period) + 1) * self.period
+
+    def between(self, after: float, before: float, keep: int) -> tuple[int, list[float]]:
+        """How many ticks lie strictly between two ticks, and the last ``keep`` of them."""
+        first, last = round(after / self.period), round(before / self.period)
+        count = max(0, last - first - 1)
+        kept = range(max(first + 1, last - keep), last) if keep > 0 else range(0)
+        return count, [n * self.period for n in kept]
+
+
+class Cron:
+    """Ticks at the times a cron expression names, in the time zone ``tz`` (UTC by default),
+    computed by `cronsim <https://pypi.org/project/cronsim/>`_ (the ``cron`` extra)."""
+
+    def __init__(self, expr: str, tz: datetime.tzinfo | str | None = None) -> None:
+        try:
+            import cronsim
+        except ImportError:
+            raise ImportError(
+                "a cron schedule needs cronsim: pip install 'diskcache-oxide[cron]' (or use every=)"
+            ) from None
+        if not isinstance(expr, str):
+            raise TypeError(f"cron= must be a str, not {type(expr).__name__}")
+        if isinstance(tz, str):
+            from zoneinfo import ZoneInfo
+
+            tz = ZoneInfo(tz)
+        self.expr = expr
+        self.tz: datetime.tzinfo = tz if tz is not None else datetime.timezone.utc
+        self._cronsim = cronsim
+        try:
+            cronsim.CronSim(expr, datetime.datetime.now(self.tz))
+        except cronsim.CronSimError as error:
+            raise ValueError(
+                f"cron={expr!r} is not a cron expression ({error}): five fields, "
+                "minute hour day-of-month month day-of-week, as '*/5 * * * *'"
+            ) from None
+        try:  # both ways: a pass looks back for the tick due, and forward for the next
+            self.latest(time.time())
+            self.next_after(time.time())
+        except StopIteration:
+            raise ValueError(
+                f"cron={expr!r} names no time within 50 years of now (as '0 0 */20 * 1L', "
+                "the 1st or 21st that is a month's last Monday): no tick would ever run"
+            ) from None
+
+    def __repr__(self) -> str:
+        return f"cron {self.expr!r} ({self.tz})"
+
+    def _at(self, when: float) -> datetime.datetime:
+        return datetime.datetime.fromtimestamp(when, self.tz)
+
+    def _from(self, when: float, reverse: bool = False) -> Iterator[datetime.datetime]:
+        return iter(self._cronsim.CronSim(self.expr, self._at(when), reverse=reverse))
+
+    def latest(self, now: float) -> float:
+        """The last tick at or before ``now`` (cronsim's reverse walk is strict, hence the
+        microsecond)."""
+        return next(self._from(now + 1e-6, reverse=True)).timestamp()
+
+    def next_after(self, tick: float) -> float:
+        """The tick that follows ``tick``."""
+        return next(self._from(tick)).timestamp()
+
+    def between(self, after: float, before: float, keep: int) -> tuple[int, list[float]]:
+        """How many ticks lie strictly between two ticks (at most :data:`COUNT_LIMIT` are
+        walked), and the last ``keep`` of them."""
+        count = 0
+        kept: deque[float] = deque(maxlen=max(keep, 0) or None)
+        for at in self._from(after):
+            when = at.timestamp()
+            if when >= before or count >= COUNT_LIMIT:
+                break
+            count += 1
+            if keep > 0:
+                kept.append(when)
+        return count, list(kept)
+
+
+class Scheduler:
+    """What each worker runs to turn ticks into jobs: :meth:`run_pass` now and then. Cheap
+    when no tick is new (arithmetic only); a new tick costs one ``add`` per worker, and its
+    claimer a few more calls."""
+
+    def __init__(self, jobs: JobQueue, periodic: list[PeriodicTask[Any]]) -> None:
+        self.jobs = jobs
+        self.cache = jobs.cache
+        self.periodic = periodic
+        self.seen: dict[str, float] = {}
+
+    def run_pass(self, now: float | None = None) -> None:
+        """Settle the ticks due at ``now`` (default: the clock) that this worker has not
+        looked at yet."""
+        now = time.time() if now is None else now
+        for task in self.periodic:
+            tick = task.cadence.latest(now)
+            if self.seen.get(task.name, -math.inf) >= tick:
+                continue
+            self.seen[task.name] = tick
+            try:
+                self.settle(task, tick)
+            except Exception:
+                # The next tick tries again; a tick whose claim was stored stays unfired.
+                _log.exception("%s: the scheduler could not settle the tick at %s", task.name, tick)
+
+    def claim(self, task: PeriodicTask[Any], tick: float, what: str) -> bool:
+        """Claim a tick; True for the one worker that stores the claim."""
+        gap = max(task.cadence.next_after(tick) - tick, 0.0)
+        keep = max(CLAIM_FLOOR, gap * (CLAIM_WINDOW + 2))
+        return bool(self.cache.add(CLAIM_PREFIX + tick_name(task.name, tick), what, expire=keep))
+
+    def settle(self, task: PeriodicTask[Any], tick: float) -> None:
+        """Claim the tick now due; if this worker won it, count or queue the missed ticks
+        before it, queue it, and record it as the schedule's last."""
+        if not self.claim(task, tick, "fired"):
+            return
+        state_key = STATE_PREFIX + task.name
+        state = self.cache.get(state_key)
+        last = state.get("last") if isinstance(state, dict) else None
+        if not isinstance(last, (int, float)):
+            # First sighting: a schedule starts with the tick after it is first seen, so a
+            # daily cron first seen at 15:00 does not run its 09:00 tick then. `add`, so that
+            # of two workers that each claimed a tick before either stored the state, one
+            # starts the schedule and the other goes on from it.
+            if self.cache.add(state_key, {"last": tick}):
+                _log.info(
+                    "%s: scheduled %r; first tick at %s",
+                    task.name,
+                    task.cadence,
+                    _when(task.cadence.next_after(tick)),
+                )
+                return
+            state = self.cache.get(state_key)
+            last = state.get("last") if isinstance(state, dict) else None
+            if not isinstance(last, (int, float)) or tick <= last:
+                return  # the other's first tick is this one's or later: it starts there
+        if tick <= last:
+            # Only a worker whose clock is behind the one that settled `last` gets here.
+            _log.warning(
+                "%s: the tick at %s is older than the last one settled (%s): is this "
+                "machine's clock behind? not run",
+                task.name,
+                _when(tick),
+                _when(last),
+            )
+            return
+        window = CLAIM_WINDOW if task.missed == "skip" else max(CLAIM_WINDOW, task.max_catch_up)
+        count, recent = task.cadence.between(last, tick, window)
+        skipped = count - len(recent)  # older than the window: this claimer counts them
+        caught_up = 0
+        run: list[float] = []
+        if task.missed == "catch_up" and task.max_catch_up > 0:
+            run = recent[max(0, len(recent) - task.max_catch_up) :]
+        for earlier in recent:
+            queue_it = earlier in run
+            if not self.claim(task, earlier, "fired" if queue_it else "skipped"):
+                continue  # another worker settled it
+            if queue_it:
+                self.fire(task, earlier)
+                caught_up += 1
+            else:
+                skipped += 1
+        if skipped:
+            self.cache.incr(state_key + ".missed", skipped)
+        if skipped or caught_up:
+            _log.warning(
+                "%s: %d tick(s) missed since %s: %d skipped, %d caught up",
+                task.name,
+                skipped + caught_up,
+                _when(last),
+                skipped,
+                caught_up,
+            )
+        self.fire(task, tick)
+        state = self.cache.get(state_key)
+        if not (isinstance(state, dict) and isinstance(state.get("last"), (int, float))) or (
+            state["last"] < tick
+        ):
+            self.cache.set(state_key, {"last": tick})
+
+    def fire(self, task: PeriodicTask[Any], tick: float) -> int:
+        """Queue a tick's job; returns its id."""
+        kwargs = {"tick": tick} if task.takes_tick else {}
+        return self.jobs.put(
+            make_call(task.name, (), kwargs),
+            queue=task.queue,
+            unique=tick_name(task.name, tick),
+            max_attempts=task.max_attempts,
+        )
+
+    def loop(self, stop: threading.Event) -> None:
+        """Run passes until ``stop`` is set (the worker's scheduler thread)."""
+        while not stop.is_set():
+            self.run_pass()
+            stop.wait(PASS_EVERY)
+
+
+def _when(tick: float) -> str:
+    return datetime.datetime.fromtimestamp(tick, datetime.timezone.utc).isoformat(
+        timespec="milliseconds"
+    )
