@@ -55,6 +55,7 @@ from .recipes import (
 )
 from .registry import register_type, registered_types, unregister_type
 from .tasks import (
+    PeriodicTask,
     ResultTimeout,
     Task,
     TaskCancelled,
@@ -100,6 +101,7 @@ __all__ = [
     "NotACacheError",
     "Outcome",
     "NullCache",
+    "PeriodicTask",
     "RLock",
     "ReadOnlyError",
     "ResultTimeout",
