@@ -296,6 +296,20 @@ class Cache(_core.CacheCore):
             if read_only:
                 raise ValueError("read_only=True needs the directory of an existing cache")
             directory = tempfile.mkdtemp(prefix="diskcache-oxide-")
+        if (
+            not isinstance(directory, (str, bytes, os.PathLike))
+            and type(directory).__str__ is object.__str__
+            and type(directory).__repr__ is object.__repr__
+        ):
+            # python-diskcache takes str() of anything; an object whose str() is object's default
+            # repr would make a directory named "<... object at 0x...>" in the working
+            # directory (a RedisCache passed where a path belongs did).
+            raise TypeError(
+                f"directory must be a path (a str or os.PathLike), not {type(directory).__name__}; "
+                "a RedisCache or another cache object goes where a cache is taken "
+                "(JobQueue(cache), AsyncCache(cache), Deque.fromcache(cache)), and "
+                "diskcache_oxide.open() opens a path or a redis:// URL"
+            )
         path = os.path.expandvars(os.path.expanduser(str(directory)))
         self._open(
             path,

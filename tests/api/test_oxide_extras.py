@@ -272,3 +272,20 @@ def test_check_finds_a_damaged_value_file(cache):
     with open(path, "r+b") as handle:
         handle.write(b"\x01")
     assert len(list(cache.check())) >= 1
+
+
+def test_an_object_whose_str_is_not_a_path_is_refused_as_a_directory(tmp_path, monkeypatch) -> None:
+    """A cache object passed where a directory belongs raises, naming where it goes, and
+    makes no directory named after its repr in the working directory."""
+    from diskcache_oxide import Cache
+
+    class Handle:  # like a RedisCache: no __str__ of its own
+        pass
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TypeError, match="directory must be a path .* not Handle"):
+        Cache(Handle())  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+    # What python-diskcache takes str() of still opens: a number names a directory.
+    Cache(7).close()  # type: ignore[arg-type]
+    assert [p.name for p in tmp_path.iterdir()] == ["7"]
