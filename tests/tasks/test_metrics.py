@@ -1,0 +1,180 @@
+"""The tasks' metrics (D-063, point 5): real workers started through the command run tasks
+that succeed, fail and retry; each serves its own counts at ``--metrics-port`` over HTTP on
+127.0.0.1, and the store keeps every worker's totals (what the dashboard serves)."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from tasks_support import Worker, wait_for
+
+import diskcache_oxide
+from diskcache_oxide import TaskFailed
+from diskcache_oxide.tasks import _metrics
+
+parser = pytest.importorskip(
+    "prometheus_client.parser", reason="the metrics tests need prometheus-client"
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.oxide]
+
+HERE = Path(__file__).parent
+OK, BAD, FLAKY = "metrics_tasks.ok", "metrics_tasks.bad", "metrics_tasks.flaky"
+
+
+@pytest.fixture
+def mapp(store: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """``metrics_tasks`` imported afresh, its app on the test's store."""
+    monkeypatch.setenv("DCO_TASKS_DIR", store)
+    monkeypatch.syspath_prepend(str(HERE))
+    sys.modules.pop("metrics_tasks", None)
+    return importlib.import_module("metrics_tasks")
+
+
+def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The samples of a ``/metrics`` page, parsed by prometheus_client's own parser."""
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        text = answer.read().decode()
+    return samples(text)
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    found = {}
+    for family in parser.text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def value(found: dict[Any, float], name: str, **labels: str) -> float:
+    return found.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def counts(found: dict[Any, float], task: str) -> dict[str, float]:
+    names = {m: f"diskcache_oxide_tasks_{m}_total" for m in _metrics.COUNTERS}
+    return {m: value(found, name, task=task) for m, name in names.items()}
+
+
+def summed(pages: Iterable[dict[Any, float]], task: str) -> dict[str, float]:
+    total = dict.fromkeys(_metrics.COUNTERS, 0.0)
+    for page in pages:
+        for metric, count in counts(page, task).items():
+            total[metric] += count
+    return total
+
+
+def metrics_url(worker: Worker) -> str:
+    worker.wait_for_log("metrics at http://")
+    found = re.search(r"metrics at (http://127\.0\.0\.1:\d+/metrics)", worker.log)
+    assert found, worker.log
+    return found.group(1)
+
+
+@pytest.mark.backends
+def test_two_workers_count_by_name_and_the_store_keeps_the_totals(
+    mapp: ModuleType, store: str, start_worker: Any
+) -> None:
+    oks = [mapp.ok.delay(i) for i in range(6)]
+    bads = [mapp.bad.delay(i) for i in range(3)]
+    flakies = [mapp.flaky.delay(f"k{i}") for i in range(2)]
+    later = mapp.ok.schedule((99,), delay=3600)  # stays scheduled: the depth's "scheduled"
+    workers = [
+        start_worker(store, "--metrics-port", "0", "-c", "2", modules=("metrics_tasks",))
+        for _ in range(2)
+    ]
+    urls = [metrics_url(worker) for worker in workers]
+    assert [r.get(timeout=60) for r in oks] == [i + 1 for i in range(6)]
+    for r in bads:
+        with pytest.raises(TaskFailed, match="bad input"):
+            r.get(timeout=60)
+    assert sorted(r.get(timeout=60) for r in flakies) == ["k0", "k1"]
+
+    expected = {
+        OK: {"started": 6, "succeeded": 6, "failed": 0, "retried": 0},
+        BAD: {"started": 3, "succeeded": 0, "failed": 3, "retried": 0},
+        FLAKY: {"started": 4, "succeeded": 2, "failed": 0, "retried": 2},
+    }
+    # Each worker counts what it ran; together, every run once. (A waiter wakes before the
+    # worker counts its success, hence the polling.)
+    for task, want in expected.items():
+        wait_for(
+            lambda task=task, want=want: summed([scrape(u) for u in urls], task) == want,
+            what=f"the workers' counts of {task}",
+        )
+    pages = [scrape(u) for u in urls]
+    for page in pages:
+        # The depth of the queue each worker serves, read at the scrape.
+        assert value(page, "diskcache_oxide_jobs", queue="default", state="scheduled") == 1
+        assert value(page, "diskcache_oxide_jobs", queue="default", state="dead") == 3
+        assert value(page, "diskcache_oxide_jobs", queue="default", state="leased") == 0
+        assert value(page, "diskcache_oxide_jobs", queue="default", state="ready") == 0
+    runs = sum(value(p, "diskcache_oxide_task_run_seconds_count", task=FLAKY) for p in pages)
+    waits = sum(value(p, "diskcache_oxide_task_wait_seconds_count", task=OK) for p in pages)
+    assert (runs, waits) == (4, 6)  # every run timed; the wait once per job
+
+    for worker in workers:
+        worker.signal(signal.SIGTERM)
+    assert [worker.wait() for worker in workers] == [0, 0]
+    # Flushed at exit: the store holds both workers' totals, for any process to read.
+    cache = diskcache_oxide.open(store) if "://" in store else diskcache_oxide.Cache(store)
+    try:
+        totals = _metrics.read_totals(cache)
+        assert {task: totals[task].counts for task in expected} == expected
+        assert sum(totals[OK].buckets["wait"]) == 6
+        assert sum(totals[FLAKY].buckets["run"]) == 4
+        failure = totals[BAD].last_failure
+        assert failure is not None and failure["final"] is True
+        assert failure["error"].startswith("ValueError: bad input")
+        assert totals[FLAKY].last_failure is not None
+        assert totals[FLAKY].last_failure["final"] is False
+        page = samples(_metrics.exposition(cache)[0].decode())
+        assert counts(page, FLAKY) == expected[FLAKY]
+        assert value(page, "diskcache_oxide_jobs", queue="default", state="scheduled") == 1
+    finally:
+        cache.close()
+    assert later.status == "queued"
+
+
+def test_metrics_port_without_prometheus_client_names_the_extra(
+    mapp: ModuleType, store: str, tmp_path: Path
+) -> None:
+    # A fresh interpreter where prometheus_client cannot be imported.
+    blocker = tmp_path / "blocked"
+    blocker.mkdir()
+    (blocker / "prometheus_client.py").write_text("raise ImportError('blocked by the test')\n")
+    env = {"PYTHONPATH": f"{blocker}:{HERE}:{':'.join(sys.path)}", "DCO_TASKS_DIR": store}
+    done = subprocess.run(
+        [sys.executable, "-m", "diskcache_oxide", "worker", store, "metrics_tasks"]
+        + ["--metrics-port", "0", "--burst"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "diskcache_oxide[metrics]" in done.stderr
+    # Without the flag, the worker runs and still counts in the store.
+    mapp.ok.delay(1)
+    done = subprocess.run(
+        [sys.executable, "-m", "diskcache_oxide", "worker", store, "metrics_tasks", "--burst"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    cache = diskcache_oxide.Cache(store)
+    try:
+        assert _metrics.read_totals(cache)[OK].counts["succeeded"] == 1
+    finally:
+        cache.close()
