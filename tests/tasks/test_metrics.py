@@ -15,12 +15,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import pytest
-from tasks_support import Worker, wait_for
-
 import diskcache_oxide
+import pytest
 from diskcache_oxide import TaskFailed
 from diskcache_oxide.tasks import _metrics
+from tasks_support import Worker, wait_for
 
 parser = pytest.importorskip(
     "prometheus_client.parser", reason="the metrics tests need prometheus-client"

@@ -273,7 +273,9 @@ class StoreCollector:
                 )
                 for task, entry in sorted(totals.items()):
                     running, cumulative = 0, []
-                    for bound, count in zip([*BUCKETS, math.inf], entry.buckets[metric]):
+                    for bound, count in zip(
+                        [*BUCKETS, math.inf], entry.buckets[metric], strict=True
+                    ):
                         running += count
                         cumulative.append((_bound_text(bound), running))
                     histogram.add_metric([task], cumulative, entry.sums[metric])
