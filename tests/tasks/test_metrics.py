@@ -177,3 +177,18 @@ def test_metrics_port_without_prometheus_client_names_the_extra(
         assert _metrics.read_totals(cache)[OK].counts["succeeded"] == 1
     finally:
         cache.close()
+
+
+@pytest.mark.parametrize("pool", ["thread", "async"])
+def test_each_pool_counts_in_the_store(
+    mapp: ModuleType, store: str, start_worker: Any, pool: str
+) -> None:
+    mapp.ok.delay(1)
+    mapp.bad.delay(2)
+    mapp.flaky.delay("p")
+    worker = start_worker(store, "--pool", pool, "--burst", modules=("metrics_tasks",))
+    assert worker.wait() == 0, worker.log
+    totals = mapp.tasks.totals()
+    assert totals[OK].counts == {"started": 1, "succeeded": 1, "failed": 0, "retried": 0}
+    assert totals[BAD].counts == {"started": 1, "succeeded": 0, "failed": 1, "retried": 0}
+    assert totals[FLAKY].counts == {"started": 2, "succeeded": 1, "failed": 0, "retried": 1}
