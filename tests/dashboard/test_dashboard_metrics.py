@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -42,6 +43,11 @@ def ran(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         os.mkdir(store)
     else:
         store = namespace_url(request.getfixturevalue("redis_url"), f"m{uuid.uuid4().hex[:8]}")
+    yield run_tasks(store)
+
+
+def run_tasks(store: str) -> str:
+    """Queue the calls :func:`ran` describes in ``store`` and run a ``--burst`` worker."""
     env = {**os.environ, "DCO_TASKS_DIR": store}
     env["PYTHONPATH"] = os.pathsep.join([str(TASKS), *filter(None, [env.get("PYTHONPATH")])])
     queue = (
@@ -61,7 +67,7 @@ def ran(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    yield store
+    return store
 
 
 def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -141,3 +147,36 @@ def test_metrics_without_prometheus_client_names_the_extra(
         assert client.get("/api/tasks").status_code == 200  # the section needs no extra
     assert answer.status_code == 501
     assert "diskcache_oxide[metrics]" in answer.text
+
+
+@pytest.mark.slow
+def test_the_page_draws_the_tasks_with_rates_and_failures(
+    tmp_path: Path, serve: Any, page: Any
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    (tmp_path / "store").mkdir()
+    store = run_tasks(str(tmp_path / "store"))
+    server = serve(Path(store))
+    page.get(server.url)
+
+    def cell(task: str, column: str) -> str:
+        try:
+            found = page.find_element(By.CSS_SELECTOR, f'#tasks tr[data-task="{task}"] .{column}')
+            return str(found.text)
+        except Exception:  # not drawn yet, or redrawn under us
+            return ""
+
+    def drawn(predicate: Any, what: str) -> None:
+        deadline = time.monotonic() + 30
+        while not predicate():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.1)
+
+    drawn(lambda: cell(BAD, "failed") == "2", "the bad task's failures")
+    assert cell(OK, "succeeded") == "3" and cell(FLAKY, "retried") == "1"
+    assert "ValueError: bad input" in cell(BAD, "last-failure")
+    assert "dead" in cell(BAD, "last-failure")
+    assert "retried" in cell(FLAKY, "last-failure")
+    # Rates from the second read a second or more after the first: nothing ran since.
+    drawn(lambda: cell(OK, "rate") == "0.0 / 0.0", "the rates")
