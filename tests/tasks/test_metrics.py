@@ -131,6 +131,7 @@ def test_two_workers_count_by_name_and_the_store_keeps_the_totals(
         assert {task: totals[task].counts for task in expected} == expected
         assert sum(totals[OK].buckets["wait"]) == 6
         assert sum(totals[FLAKY].buckets["run"]) == 4
+        assert totals[FLAKY].observed == {"wait": 2, "run": 4}
         failure = totals[BAD].last_failure
         assert failure is not None and failure["final"] is True
         assert failure["error"].startswith("ValueError: bad input")

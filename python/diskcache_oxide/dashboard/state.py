@@ -290,7 +290,7 @@ class TaskRates:
         from ..tasks._metrics import read_totals
 
         now = time.time()
-        totals = read_totals(cache)
+        totals = read_totals(cache, buckets=False)
         counts = {name: dict(entry.counts) for name, entry in totals.items()}
         with self.lock:
             self.samples.append((now, counts))
@@ -300,7 +300,7 @@ class TaskRates:
         span = now - then
         rows = []
         for name, entry in sorted(totals.items()):
-            runs = sum(entry.buckets["run"])
+            runs = entry.observed["run"]
             rates: dict[str, float | None] = {}
             for metric in ("started", "succeeded", "failed", "retried"):
                 if span < 1.0:
