@@ -1,6 +1,7 @@
 """The dashboard's tasks: ``/metrics`` (Prometheus's text, parsed by prometheus_client's
 parser) and ``/api/tasks`` (the tasks section), read from what a real worker, started through
-the command, left in the store (D-063, point 5). On a directory and on a Redis server."""
+the command, left in the store (D-063, point 5). On a directory, a Redis server and a
+cluster; the section drawn in headless Chromium on a directory."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ TASKS = Path(__file__).resolve().parents[1] / "tasks"
 OK, BAD, FLAKY = "metrics_tasks.ok", "metrics_tasks.bad", "metrics_tasks.flaky"
 
 
-@pytest.fixture(params=["directory", "redis"])
+@pytest.fixture(params=["directory", "redis", "cluster"])
 def ran(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A store where a worker (``--burst``) ran 3 ok, 2 bad and 1 flaky task (it fails its
     first attempt), with one ok call scheduled an hour ahead."""
@@ -42,7 +43,9 @@ def ran(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         store = str(tmp_path / "store")
         os.mkdir(store)
     else:
-        store = namespace_url(request.getfixturevalue("redis_url"), f"m{uuid.uuid4().hex[:8]}")
+        cluster = request.param == "cluster"
+        server = request.getfixturevalue("redis_cluster_url" if cluster else "redis_url")
+        store = namespace_url(server, f"m{uuid.uuid4().hex[:8]}", cluster=cluster)
     yield run_tasks(store)
 
 
@@ -151,7 +154,7 @@ def test_metrics_without_prometheus_client_names_the_extra(
 
 @pytest.mark.slow
 def test_the_page_draws_the_tasks_with_rates_and_failures(
-    tmp_path: Path, serve: Any, page: Any
+    tmp_path: Path, serve: Any, page: Any, artifacts: Path
 ) -> None:
     from selenium.webdriver.common.by import By
 
@@ -180,3 +183,7 @@ def test_the_page_draws_the_tasks_with_rates_and_failures(
     assert "retried" in cell(FLAKY, "last-failure")
     # Rates from the second read a second or more after the first: nothing ran since.
     drawn(lambda: cell(OK, "rate") == "0.0 / 0.0", "the rates")
+    height = page.execute_script("return document.documentElement.scrollHeight")
+    page.set_window_size(1280, max(800, int(height) + 140))
+    drawn(lambda: cell(OK, "rate") == "0.0 / 0.0", "the redraw at the new size")
+    page.save_screenshot(str(artifacts / "dashboard-tasks.png"))

@@ -231,6 +231,11 @@
     return value === null || value === undefined ? "–" : value.toFixed(1);
   }
 
+  function runTime(seconds) {
+    if (seconds === null || seconds === undefined) return "–";
+    return seconds < 1 ? (seconds * 1000).toFixed(1) + " ms" : age(seconds);
+  }
+
   function drawTasks(t) {
     const body = document.querySelector("#tasks .body");
     if (!t || t.error || !t.tasks.length) {
@@ -250,7 +255,7 @@
         el("td", { class: "num failed", text: task.failed }),
         el("td", { class: "num retried", text: task.retried }),
         el("td", { class: "num rate", text: perMinute(task.per_minute.succeeded) + " / " + perMinute(task.per_minute.failed) }),
-        el("td", { class: "num run-mean", text: task.run_mean === null ? "–" : age(task.run_mean) }),
+        el("td", { class: "num run-mean", text: runTime(task.run_mean) }),
         el("td", { class: "last-failure" }, failure));
     });
     body.replaceChildren(table([["task", ""], ["started", "num"], ["succeeded", "num"], ["failed", "num"],
