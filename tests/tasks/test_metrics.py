@@ -19,13 +19,18 @@ import diskcache_oxide
 import pytest
 from diskcache_oxide import TaskFailed
 from diskcache_oxide.tasks import _metrics
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from tasks_support import Worker, wait_for
 
+client = pytest.importorskip("prometheus_client", reason="the metrics tests need it")
 parser = pytest.importorskip(
     "prometheus_client.parser", reason="the metrics tests need prometheus-client"
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.oxide]
+pytestmark = pytest.mark.oxide
+SLOW = pytest.mark.slow  # real worker processes
 
 HERE = Path(__file__).parent
 OK, BAD, FLAKY = "metrics_tasks.ok", "metrics_tasks.bad", "metrics_tasks.flaky"
@@ -79,6 +84,7 @@ def metrics_url(worker: Worker) -> str:
     return found.group(1)
 
 
+@SLOW
 @pytest.mark.backends
 def test_two_workers_count_by_name_and_the_store_keeps_the_totals(
     mapp: ModuleType, store: str, start_worker: Any
@@ -145,6 +151,7 @@ def test_two_workers_count_by_name_and_the_store_keeps_the_totals(
     assert later.status == "queued"
 
 
+@SLOW
 def test_metrics_port_without_prometheus_client_names_the_extra(
     mapp: ModuleType, store: str, tmp_path: Path
 ) -> None:
@@ -180,6 +187,7 @@ def test_metrics_port_without_prometheus_client_names_the_extra(
         cache.close()
 
 
+@SLOW
 @pytest.mark.parametrize("pool", ["thread", "async"])
 def test_each_pool_counts_in_the_store(
     mapp: ModuleType, store: str, start_worker: Any, pool: str
@@ -193,3 +201,85 @@ def test_each_pool_counts_in_the_store(
     assert totals[OK].counts == {"started": 1, "succeeded": 1, "failed": 0, "retried": 0}
     assert totals[BAD].counts == {"started": 1, "succeeded": 0, "failed": 1, "retried": 0}
     assert totals[FLAKY].counts == {"started": 2, "succeeded": 1, "failed": 0, "retried": 1}
+
+
+@SLOW
+def test_a_metrics_port_in_use_stops_the_worker_saying_so(
+    mapp: ModuleType, store: str, start_worker: Any
+) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = str(taken.getsockname()[1])
+        worker = start_worker(store, "--metrics-port", port, modules=("metrics_tasks",))
+        assert worker.wait() == 1
+    assert f"cannot serve metrics on 127.0.0.1:{port}" in worker.log
+
+
+class Recorders(RuleBasedStateMachine):
+    """Three workers' recorders count and flush, in any order, into one real directory;
+    whenever all have flushed, the store's totals are the sum of everything counted (a
+    model), and each recorder's own Prometheus counters are what it counted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import tempfile
+
+        self.directory = tempfile.TemporaryDirectory()
+        self.cache = diskcache_oxide.Cache(self.directory.name)
+        self.recorders = [_metrics.Recorder(self.cache, prometheus=True) for _ in range(3)]
+        self.model: dict[str, dict[str, int]] = {}
+        self.own: list[dict[tuple[str, str], int]] = [{} for _ in self.recorders]
+        self.runs: dict[str, int] = {}
+
+    def teardown(self) -> None:
+        self.cache.close()
+        self.directory.cleanup()
+
+    @rule(
+        worker=st.integers(0, 2),
+        metric=st.sampled_from(_metrics.COUNTERS),
+        task=st.sampled_from(["a.x", "b.y:z", "c"]),
+    )
+    def count(self, worker: int, metric: str, task: str) -> None:
+        self.recorders[worker].count(metric, task)
+        counts = self.model.setdefault(task, dict.fromkeys(_metrics.COUNTERS, 0))
+        counts[metric] += 1
+        self.own[worker][(metric, task)] = self.own[worker].get((metric, task), 0) + 1
+
+    @rule(
+        worker=st.integers(0, 2),
+        task=st.sampled_from(["a.x", "c"]),
+        seconds=st.floats(0, 1000, allow_nan=False),
+    )
+    def observe(self, worker: int, task: str, seconds: float) -> None:
+        self.recorders[worker].observe("run", task, seconds)
+        self.runs[task] = self.runs.get(task, 0) + 1
+        self.model.setdefault(task, dict.fromkeys(_metrics.COUNTERS, 0))
+
+    @rule(worker=st.integers(0, 2))
+    def flush(self, worker: int) -> None:
+        self.recorders[worker].flush()
+
+    @invariant()
+    def totals_once_all_flushed(self) -> None:
+        for recorder in self.recorders:
+            recorder.flush()
+        totals = _metrics.read_totals(self.cache)
+        assert {task: entry.counts for task, entry in totals.items()} == self.model
+        for task, runs in self.runs.items():
+            assert sum(totals[task].buckets["run"]) == runs == totals[task].observed["run"]
+
+    @invariant()
+    def each_registry_holds_its_own(self) -> None:
+        for recorder, own in zip(self.recorders, self.own, strict=True):
+            page = samples(client.generate_latest(recorder.registry).decode())
+            for (metric, task), number in own.items():
+                name = f"diskcache_oxide_tasks_{metric}_total"
+                assert value(page, name, task=task) == number
+
+
+Recorders.TestCase.settings = settings(max_examples=25, stateful_step_count=15, deadline=None)
+test_recorders_add_up = Recorders.TestCase
