@@ -151,7 +151,8 @@ class Recorder:
 
     def flush(self) -> None:
         """Add the deltas since the last flush to the store. On a failing store the deltas
-        are kept for the next flush (a count is never added twice: each incr is one key)."""
+        not yet written are kept for the next flush (each incr is one key, so those written
+        are not added again; one whose answer was lost, on Redis, may be)."""
         with self.lock:
             pending, self.pending = self.pending, _Pending()
         done: set[str] = set()
