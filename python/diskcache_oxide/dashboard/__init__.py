@@ -15,6 +15,11 @@ A poll costs what its page shows, not what the directory holds: the lists are pa
 (``/api/state?queues_limit=&queues_after=&job_queues_...&claims_...&jobs_limit=``, the cursors
 being the previous answer's ``pages[...]["next"]``) and values are previews (D-046).
 
+The tasks' section (``/api/tasks``, polled beside the state) lists the tasks by name with their
+totals, rates per minute and latest failure, read from what every worker adds to the store
+(D-063); ``/metrics`` serves the same totals and the job queues' depths in Prometheus's text
+format (the ``metrics`` extra; without it, a 501 naming the extra). Both are read-only.
+
 The libraries are imported when an app is made, not with this module, so the package imports
 without them.
 """
@@ -33,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__, admin
-from .state import LIMITS, Page, PageError, snapshot
+from .state import LIMITS, Page, PageError, TaskRates, snapshot
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -141,7 +146,7 @@ def create_app(
     from starlette.middleware import Middleware
     from starlette.middleware.trustedhost import TrustedHostMiddleware
     from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response
+    from starlette.responses import JSONResponse, PlainTextResponse, Response
     from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
     from starlette.templating import Jinja2Templates
@@ -187,6 +192,29 @@ def create_app(
     def api_state(request: Request) -> Response:
         status, shown = state(request)
         return JSONResponse(shown, status_code=status, headers=NO_STORE)
+
+    rates = TaskRates()
+
+    def api_tasks(request: Request) -> Response:
+        """The tasks by name (every worker's totals, from the store), their rates, their
+        latest failures."""
+        try:
+            shown = rates.read(reader)
+        except admin.errors() as error:
+            return JSONResponse({"error": _unavailable(path, error)}, status_code=503)
+        return JSONResponse(shown, headers=NO_STORE)
+
+    def metrics(request: Request) -> Response:
+        """Prometheus's text: every worker's task totals and the job queues' depths."""
+        from ..tasks import _metrics
+
+        try:
+            body, content_type = _metrics.exposition(reader)
+        except ImportError as error:
+            return PlainTextResponse(str(error), status_code=501)
+        except admin.errors() as error:
+            return PlainTextResponse(_unavailable(path, error), status_code=503)
+        return Response(body, media_type=content_type, headers=NO_STORE)
 
     def refused(request: Request) -> Response | None:
         if writer is None:
@@ -268,6 +296,8 @@ def create_app(
     routes = [
         Route("/", index),
         Route("/api/state", api_state),
+        Route("/api/tasks", api_tasks),
+        Route("/metrics", metrics),
         Route(
             "/api/jobs/{job_id:int}/retry",
             job_action(retry, "job {id} is back in {queue!r}", "job {id} is {state}, not dead"),

@@ -16,7 +16,9 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
+import threading
 import time
+from collections import deque
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -266,3 +268,62 @@ def snapshot(
         "claims": claims,
         "pages": {"queues": queues_page, "job_queues": job_queues_page, "claims": claims_page},
     }
+
+
+#: The span over which the tasks' section reckons its rates (seconds).
+RATE_WINDOW = 300.0
+
+
+class TaskRates:
+    """The tasks' totals (kept in the store by every worker, D-063) as the dashboard last
+    read them, so that each read can say how fast they grew: per minute, over the reads of
+    the last :data:`RATE_WINDOW` seconds (the store keeps totals only; the rates are this
+    process's own reckoning, so a fresh dashboard shows none until its second read)."""
+
+    def __init__(self, window: float = RATE_WINDOW) -> None:
+        self.window = window
+        self.samples: deque[tuple[float, dict[str, dict[str, int]]]] = deque()
+        self.lock = threading.Lock()
+
+    def read(self, cache: admin.AnyCache) -> dict[str, Any]:
+        """The tasks by name: totals, rates per minute, mean run time and latest failure."""
+        from ..tasks._metrics import read_totals
+
+        now = time.time()
+        totals = read_totals(cache, buckets=False)
+        counts = {name: dict(entry.counts) for name, entry in totals.items()}
+        with self.lock:
+            self.samples.append((now, counts))
+            while len(self.samples) > 2 and self.samples[1][0] < now - self.window:
+                self.samples.popleft()
+            then, before = self.samples[0]
+        span = now - then
+        rows = []
+        for name, entry in sorted(totals.items()):
+            runs = entry.observed["run"]
+            rates: dict[str, float | None] = {}
+            for metric in ("started", "succeeded", "failed", "retried"):
+                if span < 1.0:
+                    rates[metric] = None
+                else:
+                    grown = entry.counts[metric] - before.get(name, {}).get(metric, 0)
+                    rates[metric] = round(max(0, grown) * 60.0 / span, 3)
+            failure = entry.last_failure
+            rows.append(
+                {
+                    "name": name,
+                    **entry.counts,
+                    "per_minute": rates,
+                    "run_mean": entry.sums["run"] / runs if runs else None,
+                    "last_failure": None
+                    if failure is None
+                    else {
+                        "error": str(failure.get("error", ""))[:300],
+                        "id": failure.get("id"),
+                        "attempt": failure.get("attempt"),
+                        "final": bool(failure.get("final")),
+                        "ago": now - float(failure.get("time", now)),
+                    },
+                }
+            )
+        return {"time": now, "span": span, "tasks": rows}

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from .._seconds import NONNEGATIVE, seconds
 from ..errors import UnsupportedTypeError
 from ..jobs import JobQueue
+from ._metrics import TaskTotals, read_totals
 from ._naming import task_name
 from ._payload import make_call
 from ._results import TaskResult
@@ -143,6 +144,12 @@ class Tasks:
     def default_result_expire(self) -> float | None:
         """How long results are kept unless a task says otherwise (seconds)."""
         return DEFAULTS["result_expire"]  # type: ignore[no-any-return]
+
+    def totals(self) -> dict[str, TaskTotals]:
+        """Every worker's counts by task name, kept in this store (each worker adds its own
+        every second and when it stops): runs started, succeeded, failed (on their last
+        attempt), retried, and the wait and run time histograms (D-063, point 5)."""
+        return read_totals(self.cache)
 
     def result(self, task_id: int) -> TaskResult:
         """The :class:`TaskResult` of a task id kept elsewhere (a web request's session)."""

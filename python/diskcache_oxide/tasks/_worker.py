@@ -37,6 +37,7 @@ from ..jobs import JobQueue
 from ._app import PeriodicTask, Task, open_store, registered
 from ._errors import TaskTimeout
 from ._execute import Outcome, error_outcome, import_modules
+from ._metrics import Recorder, require_prometheus, serve_worker_metrics
 from ._payload import ERROR_LIMIT, call_of
 from ._pools import SLICE, ChildStartError, ProcessPool, Running, ThreadPool
 from ._results import failure_record, store_record, wake
@@ -90,8 +91,10 @@ class Worker:
         grace: float,
         burst: bool,
         poll: float,
+        recorder: Recorder | None = None,
     ) -> None:
         self.jobs = jobs
+        self.metrics = recorder or Recorder(jobs.cache, prometheus=False)
         self.cache = jobs.cache
         self.tasks = tasks
         self.pool = pool
@@ -118,6 +121,13 @@ class Worker:
             return
         threading.Thread(
             target=self.scheduler.loop, args=(self.stopping,), daemon=True, name="scheduler"
+        ).start()
+
+    def start_flushing(self) -> None:
+        """Add the counts to the store's totals every second, in a thread of its own, until
+        the worker stops (then once more)."""
+        threading.Thread(
+            target=self.metrics.loop, args=(self.now,), daemon=True, name="metrics"
         ).start()
 
     # ---- signals --------------------------------------------------------------------------
@@ -166,6 +176,9 @@ class Worker:
             return None
         run = Running(job, task, call.args, call.kwargs)
         self.jobs.extend(job, task.lease)
+        self.metrics.count("started", task.name)
+        if job.attempts == 1:
+            self.metrics.observe("wait", task.name, time.time() - job.created)
         return run
 
     def settle(self, run: Running, outcome: Outcome) -> None:
@@ -187,6 +200,8 @@ class Worker:
                 done = self.jobs.finish(job)
                 if done:
                     wake(self.cache, job.id)
+                    self.metrics.count("succeeded", task.name)
+                self.metrics.observe("run", task.name, time.monotonic() - run.started)
                 self.log(run, "succeeded" if done else "lost-lease", "")
                 return
             if kind == "timeout":
@@ -213,7 +228,13 @@ class Worker:
                     task.result_expire,
                 )
             retry_in = task.retry_in(job.attempts)
-            state = self.jobs.fail(job, f"{type_name}: {message}"[:ERROR_LIMIT], retry_in=retry_in)
+            error = f"{type_name}: {message}"[:ERROR_LIMIT]
+            state = self.jobs.fail(job, error, retry_in=retry_in)
+            self.metrics.observe("run", task.name, time.monotonic() - run.started)
+            if state in ("dead", "ready"):
+                final = state == "dead"
+                self.metrics.count("failed" if final else "retried", task.name)
+                self.metrics.failure(task.name, job.id, job.attempts, error, final)
             if state == "dead":
                 wake(self.cache, job.id)
                 label = "timeout, dead" if kind == "timeout" else "failed, dead"
@@ -328,6 +349,7 @@ class Worker:
         previous = {s: signal.signal(s, self.on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
             threading.Thread(target=self.heartbeat, daemon=True, name="heartbeat").start()
+            self.start_flushing()
             self.start_scheduler()
             slots = [
                 threading.Thread(target=self.slot, args=(i,), daemon=True, name=f"slot-{i}")
@@ -341,6 +363,7 @@ class Worker:
         finally:
             self.pool.close()
             self.now.set()
+            self.metrics.flush()
             for s, handler in previous.items():
                 signal.signal(s, handler)
 
@@ -420,6 +443,7 @@ class Worker:
         for s in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(s, self.on_signal, s)
         threading.Thread(target=self.heartbeat, daemon=True, name="heartbeat").start()
+        self.start_flushing()
         await asyncio.to_thread(self.start_scheduler)
         slots = [asyncio.ensure_future(self.aslot(i)) for i in range(self.concurrency)]
         try:
@@ -438,6 +462,7 @@ class Worker:
                     self.failed = repr(t.exception())
         finally:
             self.now.set()
+            await asyncio.to_thread(self.metrics.flush)
             for s in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(s)
         if self.failed is not None:
@@ -506,6 +531,8 @@ def run_worker(
     max_memory_per_child: float | None = None,
     pickle: bool = False,
     poll: float = 1.0,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
 ) -> int:
     """Run tasks from ``target`` (a directory, a URL, or a store) until stopped; returns
     the exit code (:data:`EXIT_CODES`).
@@ -521,6 +548,10 @@ def run_worker(
         this many MiB after a task
     :param pickle: read and write pickles (also on if a module's ``Tasks`` has ``pickle=True``)
     :param poll: seconds a take waits before the worker looks at its stop flags again
+    :param metrics_port: serve this worker's Prometheus metrics at
+        ``http://METRICS_HOST:PORT/metrics`` (0: a free port, logged); needs the ``metrics``
+        extra. Counts go to the store whatever this is (the dashboard reads them there).
+    :param metrics_host: the address ``metrics_port`` binds (default: loopback only)
     """
     _setup_logging()
     if pool not in POOLS:
@@ -532,6 +563,12 @@ def run_worker(
     if pool != "process" and (max_tasks_per_child or max_memory_per_child):
         _log.error("--max-tasks-per-child and --max-memory-per-child need --pool process")
         return EXIT_USAGE
+    if metrics_port is not None:
+        try:
+            require_prometheus()
+        except ImportError as error:
+            _log.error("--metrics-port: %s", error)
+            return EXIT_USAGE
     if not modules:
         _log.error("name at least one task module: diskcache-oxide worker DIR app.tasks")
         return EXIT_USAGE
@@ -567,8 +604,23 @@ def run_worker(
         runner = ProcessPool(list(modules), max_tasks_per_child, memory)
     else:
         runner = ThreadPool()
+    recorder = Recorder(store, prometheus=metrics_port is not None)
+    if metrics_port is not None:
+        try:
+            bound = serve_worker_metrics(recorder, served, metrics_host, metrics_port)
+        except OSError as error:
+            _log.error("cannot serve metrics on %s:%d: %s", metrics_host, metrics_port, error)
+            return EXIT_ERROR
+        _log.info("metrics at http://%s:%d/metrics", metrics_host, bound)
     worker = Worker(
-        jobs, tasks, runner, concurrency=concurrency, grace=grace, burst=burst, poll=poll
+        jobs,
+        tasks,
+        runner,
+        concurrency=concurrency,
+        grace=grace,
+        burst=burst,
+        poll=poll,
+        recorder=recorder,
     )
     _log.info(
         "worker started: store=%s queues=%s pool=%s concurrency=%d tasks=%s",
@@ -629,6 +681,19 @@ def add_command(group: click.Group) -> None:
         help="MiB of resident memory after which a child is recycled.",
     )
     @click.option("--pickle", is_flag=True, help="Read and write pickles (trusted writers only).")
+    @click.option(
+        "--metrics-port",
+        type=click.IntRange(min=0, max=65535),
+        default=None,
+        help="Serve Prometheus metrics at http://HOST:PORT/metrics (0: a free port, logged); "
+        "needs the metrics extra.",
+    )
+    @click.option(
+        "--metrics-host",
+        default="127.0.0.1",
+        show_default=True,
+        help="The address --metrics-port binds.",
+    )
     def worker_command(
         target: str,
         modules: tuple[str, ...],
@@ -640,6 +705,8 @@ def add_command(group: click.Group) -> None:
         max_tasks_per_child: int | None,
         max_memory_per_child: float | None,
         pickle: bool,
+        metrics_port: int | None,
+        metrics_host: str,
     ) -> None:
         """Run the tasks declared in MODULES from DIR_OR_URL until SIGTERM or SIGINT.
 
@@ -656,5 +723,7 @@ def add_command(group: click.Group) -> None:
             max_tasks_per_child=max_tasks_per_child,
             max_memory_per_child=max_memory_per_child,
             pickle=pickle,
+            metrics_port=metrics_port,
+            metrics_host=metrics_host,
         )
         raise SystemExit(code)

@@ -225,6 +225,52 @@
     body.replaceChildren(table([["namespace", ""], ["key", ""], ["holder (host:pid)", ""], ["held for", "num"], ["lease left", "num"]], rows), more || "");
   }
 
+  // The tasks by name (api/tasks): totals, rates per minute over the dashboard's recent
+  // reads, mean run time, and the latest failure. Read-only.
+  function perMinute(value) {
+    return value === null || value === undefined ? "–" : value.toFixed(1);
+  }
+
+  function runTime(seconds) {
+    if (seconds === null || seconds === undefined) return "–";
+    return seconds < 1 ? (seconds * 1000).toFixed(1) + " ms" : age(seconds);
+  }
+
+  function drawTasks(t) {
+    const body = document.querySelector("#tasks .body");
+    if (!t || t.error || !t.tasks.length) {
+      body.replaceChildren(el("p", { class: "empty" }, t && t.error ? t.error : "No task has run here yet."));
+      return;
+    }
+    const rows = t.tasks.map((task) => {
+      const f = task.last_failure;
+      const failure = f
+        ? el("span", { class: f.final ? "failure dead" : "failure", title: "job " + f.id + ", attempt " + f.attempt },
+          f.error + " (" + age(f.ago) + " ago" + (f.final ? ", dead" : ", retried") + ")")
+        : "";
+      return el("tr", { "data-task": task.name },
+        el("td", { class: "name", text: task.name }),
+        el("td", { class: "num started", text: task.started }),
+        el("td", { class: "num succeeded", text: task.succeeded }),
+        el("td", { class: "num failed", text: task.failed }),
+        el("td", { class: "num retried", text: task.retried }),
+        el("td", { class: "num rate", text: perMinute(task.per_minute.succeeded) + " / " + perMinute(task.per_minute.failed) }),
+        el("td", { class: "num run-mean", text: runTime(task.run_mean) }),
+        el("td", { class: "last-failure" }, failure));
+    });
+    body.replaceChildren(table([["task", ""], ["started", "num"], ["succeeded", "num"], ["failed", "num"],
+      ["retried", "num"], ["ok / failed per min", "num"], ["mean run", "num"], ["latest failure", ""]], rows));
+  }
+
+  async function fetchTasks() {
+    try {
+      const response = await fetch("api/tasks", { cache: "no-store" });
+      drawTasks(await response.json());
+    } catch (error) {
+      // The state's poll says when the store cannot be read.
+    }
+  }
+
   function drawSettings(s) {
     const rows = Object.keys(s.settings).sort().map((name) =>
       el("tr", { "data-setting": name }, el("td", { text: name }), el("td", { class: "num", text: s.settings[name] })));
@@ -282,6 +328,7 @@
     try {
       const ok = draw(await fetchState());
       if (ok) lastOk = Date.now();
+      await fetchTasks();
       showLive(ok);
     } catch (error) {
       showLive(false);
@@ -336,5 +383,6 @@
   });
 
   showLive(draw(state));
+  fetchTasks();
   window.setTimeout(poll, interval);
 })();
