@@ -1,8 +1,8 @@
 """App and worker together: ``python -m reader DIR`` (what ``make reader`` runs).
 
 Binds 127.0.0.1 (port ``READER_PORT``, default 8000, or a free one if that is taken), starts
-the web app and the worker as two processes sharing DIR, prints the address, and stops both
-on Ctrl-C.
+the web app and the worker (``diskcache-oxide worker`` running the tasks of
+``reader.worker``) as two processes sharing DIR, prints the address, and stops both on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+
+from .worker import command as worker_command
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
@@ -71,7 +73,9 @@ def main(argv: list[str] | None = None) -> int:
         pass_fds=[sock.fileno()],
     )
     sock.close()
-    worker = subprocess.Popen([sys.executable, "-m", "reader.worker", directory], env=env)
+    # The worker lane: `diskcache-oxide worker` running the reader's tasks (reader.worker).
+    command, extra = worker_command(directory)
+    worker = subprocess.Popen([sys.executable, *command], env={**env, **extra})
     try:
         wait_until_up(url)
         print(f"\n  The reader is running at {url}\n", flush=True)

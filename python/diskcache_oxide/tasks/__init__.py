@@ -10,12 +10,15 @@ on any store that has both. See docs/guide-tasks.md.
 from __future__ import annotations
 
 from ._app import PeriodicTask, Task, Tasks, registered
-from ._errors import ResultTimeout, TaskCancelled, TaskError, TaskFailed, TaskTimeout
+from ._errors import Requeue, ResultTimeout, TaskCancelled, TaskError, TaskFailed, TaskTimeout
+from ._execute import Current, current
 from ._results import STATUSES, TaskResult
 
 __all__ = [
     "STATUSES",
+    "Current",
     "PeriodicTask",
+    "Requeue",
     "ResultTimeout",
     "Task",
     "TaskCancelled",
@@ -24,5 +27,6 @@ __all__ = [
     "TaskResult",
     "TaskTimeout",
     "Tasks",
+    "current",
     "registered",
 ]
