@@ -31,6 +31,7 @@ are optional: a missing one's rows are skipped, saying why.
     .venv/bin/pip install -r benches/requirements.txt
     .venv/bin/python benches/bench_tasks.py            # full run (a few minutes)
     .venv/bin/python benches/bench_tasks.py --quick    # a short smoke run
+    .venv/bin/python benches/bench_tasks.py --only directory,huey   # some rows only
 
 Results are written as JSON to benches/results/tasks.json (or --json PATH).
 """
@@ -54,8 +55,12 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from diskcache_oxide.tasks import Task, Tasks
 from shared import summarize, write_json
+
+try:
+    from diskcache_oxide.tasks import Task, Tasks
+except ImportError as error:  # pragma: no cover - explained to the user
+    sys.exit(f"{error}: run `make bench` (it builds diskcache_oxide and installs the peers)")
 
 ROOT = Path(__file__).resolve().parent
 HELPERS = ROOT.parent / "tests" / "helpers"
