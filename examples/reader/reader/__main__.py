@@ -17,8 +17,6 @@ import time
 import urllib.request
 from pathlib import Path
 
-from .worker import command as worker_command
-
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -74,8 +72,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     sock.close()
     # The worker lane: `diskcache-oxide worker` running the reader's tasks (reader.worker).
-    command, extra = worker_command(directory)
-    worker = subprocess.Popen([sys.executable, *command], env={**env, **extra})
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "diskcache_oxide", "worker", os.path.join(directory, "cache")]
+        + ["reader.worker", "--pool", "thread"],
+        env={**env, "READER_DATA": directory},
+    )
     try:
         wait_until_up(url)
         print(f"\n  The reader is running at {url}\n", flush=True)

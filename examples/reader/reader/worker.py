@@ -129,15 +129,8 @@ async def put(article_id: int) -> int:
     return result.id
 
 
-def command(directory: str | os.PathLike[str]) -> tuple[list[str], dict[str, str]]:
-    """The worker's command line (after the interpreter) and the environment it adds, for
-    the app's directory ``directory``."""
-    directory = os.path.abspath(directory)
-    args = ["-m", "diskcache_oxide", "worker", os.path.join(directory, "cache"), "reader.worker"]
-    return [*args, "--pool", "thread"], {"READER_DATA": directory}
-
-
 if os.environ.get("READER_DATA"):
-    # Imported by the worker: say so in the journal (the tests wait for it).
+    # Imported by the worker (only its environment has READER_DATA): say so in the journal
+    # (the tests wait for it).
     tasks.store.note("worker-start")
     log.info("worker ready, pid %d", os.getpid())
