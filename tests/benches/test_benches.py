@@ -1,5 +1,5 @@
-"""The cache, mixed-workload, claims and Redis benchmarks still run end to end and report every
-row with its ratio (no timing is asserted).
+"""The cache, mixed-workload, claims, Redis and tasks benchmarks still run end to end and
+report every row with its ratio (no timing is asserted).
 
 Only quick modes are run here: they take seconds. The queue benchmark's quick mode spawns
 drains of five libraries and takes a minute or more; mypy checks it.
@@ -189,3 +189,34 @@ def test_the_redis_benchmark_reports_each_row_beside_its_peers(
     assert table.index("memo-friendly") < table.index("directory Cache")
     for heading in ("Headline (realistic", "1. One call", "2. Draining", "floor"):
         assert heading in stdout, heading
+
+
+def test_the_tasks_benchmark_reports_each_row_beside_its_peers(
+    tmp_path: Path, redis_url: str
+) -> None:
+    """Ours on a directory and on Redis, huey, rq and arq, each through its own worker
+    command. A peer that is not installed is skipped, saying why; a peer's own failure is
+    printed, never failed on (ours must run clean)."""
+    report, stdout = run_quick("bench_tasks.py", tmp_path / "tasks.json", "--url", redis_url)
+    peers = ("huey", "rq", "arq")
+    skipped = report["skipped"]
+    for peer in peers:
+        if peer in skipped:
+            print(f"bench_tasks: {peer} skipped: {skipped[peer]}")
+            assert f"skipped: {peer} is not installed" in stdout
+    present = [peer for peer in peers if peer not in skipped]
+    rows = {row["library"]: row for row in report["rows"]}
+    assert set(rows) == {"Tasks, directory", "Tasks, Redis", *present}
+    assert report["workers"] == [1]
+    for name, row in rows.items():
+        if name in peers and row["errors"]:
+            print(f"bench_tasks: {name} failed in its own worker: {row['errors']}")
+            continue
+        assert not row["errors"], row
+        assert row["tasks"] == report["sizes"]["tasks"] and row["tasks_per_s"] > 0, row
+        latency = row["latency"]
+        assert latency["n"] == report["sizes"]["latency_samples"], row
+        assert 0 <= latency["median_us"] <= latency["p99_us"] <= latency["max_us"], row
+        assert row["ratio"] > 0, row
+    assert rows["Tasks, directory"]["ratio"] == 1.0
+    assert "enqueue-to-start median" in stdout

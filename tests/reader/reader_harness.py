@@ -71,9 +71,9 @@ class ReaderRun:
 
     def _spawn(self, name: str, args: list[str], **kw: Any) -> subprocess.Popen[bytes]:
         log = open(self.directory / f"{name}.log", "ab")
+        kw.setdefault("env", self.env)
         proc = subprocess.Popen(
             [sys.executable, *args],
-            env=self.env,
             stdout=log,
             stderr=subprocess.STDOUT,
             **kw,
@@ -107,7 +107,19 @@ class ReaderRun:
 
     def start_worker(self) -> subprocess.Popen[bytes]:
         before = len(self.store.events("worker-start"))
-        proc = self._spawn(f"worker-{len(self.procs)}", ["-m", "reader.worker", str(self.data)])
+        # `diskcache-oxide worker` running the reader's tasks (reader.worker) on the app's
+        # cache, READER_DATA naming the app's directory, as `python -m reader` starts it.
+        command = [
+            "-m",
+            "diskcache_oxide",
+            "worker",
+            str(self.data / "cache"),
+            "reader.worker",
+            "--pool",
+            "thread",
+        ]
+        env = {**self.env, "READER_DATA": str(self.data)}
+        proc = self._spawn(f"worker-{len(self.procs)}", command, env=env)
         wait_for("the worker to start", lambda: len(self.store.events("worker-start")) > before)
         return proc
 

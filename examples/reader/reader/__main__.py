@@ -1,8 +1,8 @@
 """App and worker together: ``python -m reader DIR`` (what ``make reader`` runs).
 
 Binds 127.0.0.1 (port ``READER_PORT``, default 8000, or a free one if that is taken), starts
-the web app and the worker as two processes sharing DIR, prints the address, and stops both
-on Ctrl-C.
+the web app and the worker (``diskcache-oxide worker`` running the tasks of
+``reader.worker``) as two processes sharing DIR, prints the address, and stops both on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -71,7 +71,12 @@ def main(argv: list[str] | None = None) -> int:
         pass_fds=[sock.fileno()],
     )
     sock.close()
-    worker = subprocess.Popen([sys.executable, "-m", "reader.worker", directory], env=env)
+    # The worker lane: `diskcache-oxide worker` running the reader's tasks (reader.worker).
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "diskcache_oxide", "worker", os.path.join(directory, "cache")]
+        + ["reader.worker", "--pool", "thread"],
+        env={**env, "READER_DATA": directory},
+    )
     try:
         wait_until_up(url)
         print(f"\n  The reader is running at {url}\n", flush=True)

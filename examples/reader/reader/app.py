@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
-from diskcache_oxide.aio import AsyncCache, AsyncJobQueue, turns_lifespan
+from diskcache_oxide.aio import AsyncCache, turns_lifespan
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -53,7 +53,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from . import meter, pay
+from . import meter, pay, worker
 from .config import Settings
 from .feed import Article, Feed
 from .guard import SOURCE_POLICY, Guard, Hosts
@@ -78,7 +78,6 @@ class Reader:
         self.store = store
         self.feed = feed
         self.acache: AsyncCache = pay.async_cache(store)
-        self.ajobs = AsyncJobQueue(store.jobs)
 
 
 def _reader(request: Request) -> Reader:
@@ -111,7 +110,7 @@ async def tap(request: Request) -> Response:
     if article is None:
         return _not_found()
     reader = _reader(request)
-    job_id = await reader.ajobs.put(article.id, unique=f"article-{article.id}")
+    job_id = await worker.put(article.id)
     await asyncio.to_thread(reader.store.note, "tap", article=article.id, job=job_id)
     if "application/json" in request.headers.get("accept", ""):
         return JSONResponse({"job": job_id, "article": article.id})
@@ -225,6 +224,7 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         store = Store(directory, settings)
+        worker.tasks.bind(store)  # taps queue worker.clean on this store's cache
         app.state.reader = Reader(store, Feed.load(settings.articles))
         try:
             # Finishes the paid turns still running before the loop ends (at shutdown, or

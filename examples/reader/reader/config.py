@@ -39,8 +39,8 @@ class Settings:
       ends with the value or, if the holder died, with this request paying)
     - ``READER_JOB_LEASE``: seconds a worker's lease on a job lasts (default 60)
     - ``READER_MAX_ATTEMPTS``: takes of a job before it goes to the dead-letter list (default 3)
-    - ``READER_POLL``: seconds the worker blocks waiting for a job before it checks whether it
-      was asked to stop (default 1)
+    - ``READER_POLL``: seconds the tests wait for the worker to take a job (default 1;
+      ``diskcache-oxide worker`` itself looks for work and for a stop every second)
     - ``READER_LLM_URL``: base URL of an OpenAI-compatible API (``.../v1``); when set, each
       paid turn also asks it for a summary (default: unset, no summary)
     - ``READER_LLM_MODEL`` (default ``gpt-4o-mini``), ``READER_LLM_KEY`` (sent as a bearer

@@ -1,7 +1,8 @@
 """The app's directory, shared by the web app and the worker (separate processes):
 
-- ``cache/``: a diskcache_oxide ``Cache`` holding the cleaned articles, and in tables of
-  their own the claims on them and the job queue of taps (``JobQueue`` named ``taps``);
+- ``cache/``: a diskcache_oxide ``Cache`` holding the cleaned articles (and the results of
+  the worker's tasks), and in tables of their own the claims on them and the queue of taps
+  (``JobQueue`` named ``taps``, where ``reader.worker.clean`` tasks wait);
 - ``ledger/``: a ``Deque`` with one entry per paid call, appended when the call is made;
 - ``journal/``: a ``Deque`` of what happened besides payments (taps, jobs taken and what
   became of them, views lost to a closed page), read by the tests and the ledger page.
@@ -28,9 +29,11 @@ class Store:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.settings = settings
-        # The default eviction: claims and jobs live in tables of their own, which no
-        # eviction, cull, size limit or clear() touches; only cleaned articles can be evicted.
-        self.cache = Cache(str(self.directory / "cache"))
+        # No eviction: the worker (`diskcache-oxide worker`, which opens a directory so) keeps
+        # the tasks' results here beside the cleaned articles, and a store that evicts could
+        # lose them. Claims and jobs live in tables of their own in any case, which no
+        # eviction, cull, size limit or clear() touches.
+        self.cache = Cache(str(self.directory / "cache"), eviction_policy="none")
         self.jobs = JobQueue(
             self.cache, QUEUE, lease=settings.job_lease, max_attempts=settings.max_attempts
         )

@@ -11,13 +11,16 @@ has both. See docs/guide-tasks.md.
 from __future__ import annotations
 
 from ._app import PeriodicTask, Task, Tasks, registered
-from ._errors import ResultTimeout, TaskCancelled, TaskError, TaskFailed, TaskTimeout
+from ._errors import Requeue, ResultTimeout, TaskCancelled, TaskError, TaskFailed, TaskTimeout
+from ._execute import Current, current
 from ._metrics import TaskTotals
 from ._results import STATUSES, TaskResult
 
 __all__ = [
     "STATUSES",
+    "Current",
     "PeriodicTask",
+    "Requeue",
     "ResultTimeout",
     "Task",
     "TaskCancelled",
@@ -27,5 +30,6 @@ __all__ = [
     "TaskTimeout",
     "TaskTotals",
     "Tasks",
+    "current",
     "registered",
 ]

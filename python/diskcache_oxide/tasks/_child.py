@@ -47,9 +47,9 @@ def child_main(conn: Any, modules: list[str], parent: int) -> None:
             return
         if message is None:
             return
-        name, args, kwargs = message
+        name, args, kwargs, running = message
         task = registered().get(name)
-        outcome = outcome_of(task, name, args, kwargs)
+        outcome = outcome_of(task, name, args, kwargs, running)
         try:
             conn.send((outcome, memory_bytes()))
         except Exception as error:  # the return value cannot be pickled back

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..errors import CacheError
 
-__all__ = ["ResultTimeout", "TaskCancelled", "TaskError", "TaskFailed", "TaskTimeout"]
+__all__ = ["Requeue", "ResultTimeout", "TaskCancelled", "TaskError", "TaskFailed", "TaskTimeout"]
 
 
 class TaskError(CacheError):
@@ -51,3 +51,23 @@ class ResultTimeout(TaskError, TimeoutError):
 class TaskTimeout(TaskError):
     """Raised inside a task of the thread pool that ran past its ``timeout`` (at its next
     Python instruction), and the type name recorded for every task ended at its timeout."""
+
+
+class Requeue(TaskError):
+    """Raised by a task to give its job back to the queue, ready again after ``delay``
+    seconds, without spending an attempt (as :meth:`diskcache_oxide.JobQueue.release`): for
+    a task that finds it cannot do its work yet (another process holds what it needs) and
+    should not wait for it. The worker logs it as ``requeued``; no result is stored.
+
+    :ivar delay: seconds before the task may be taken again (>= 0)
+    """
+
+    def __init__(self, delay: float = 0.0) -> None:
+        delay = float(delay)
+        if not delay >= 0:
+            raise ValueError(f"Requeue(delay=) must be >= 0 seconds, not {delay!r}")
+        super().__init__(delay)
+        self.delay = delay
+
+    def __str__(self) -> str:
+        return f"requeued, ready again in {self.delay:g} s"

@@ -5,19 +5,54 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import importlib
 import os
 import resource
 import sys
 import threading
 import traceback
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["Outcome", "error_outcome", "import_modules", "memory_bytes", "outcome_of", "run_call"]
+__all__ = [
+    "Current",
+    "Outcome",
+    "current",
+    "error_outcome",
+    "import_modules",
+    "memory_bytes",
+    "outcome_of",
+    "run_call",
+]
 
 #: ("ok", value) | ("error", type name, message, traceback) | ("timeout",) |
-#: ("crashed", why) | ("released",)
+#: ("crashed", why) | ("released",) | ("requeue", delay)
 Outcome = tuple[Any, ...]
+
+
+class Current(NamedTuple):
+    """The task a worker is running (:func:`current`)."""
+
+    #: the task's id (its job's id, as ``TaskResult.id``)
+    id: int
+    #: the task's name
+    name: str
+    #: this attempt's number, 1 for the first
+    attempt: int
+    #: attempts in all (0: no limit)
+    max_attempts: int
+
+
+_current: contextvars.ContextVar[Current | None] = contextvars.ContextVar(
+    "diskcache_oxide.tasks.current", default=None
+)
+
+
+def current() -> Current | None:
+    """The task this code runs in, as a worker runs it (its id, name and attempt), or None
+    outside one (a task called directly, as its unit tests do). For a task that records what
+    it does under its own id, as rq's ``get_current_job()``."""
+    return _current.get()
 
 
 def import_modules(modules: list[str]) -> None:
@@ -30,11 +65,16 @@ def import_modules(modules: list[str]) -> None:
         importlib.import_module(name)
 
 
-def run_call(task: Any, args: Any, kwargs: Any) -> Any:
-    """Call the task's function; an ``async def`` one on an event loop of its own."""
-    if task.is_async:
-        return asyncio.run(task.func(*args, **kwargs))
-    return task.func(*args, **kwargs)
+def run_call(task: Any, args: Any, kwargs: Any, running: Current | None = None) -> Any:
+    """Call the task's function, :func:`current` giving ``running`` meanwhile; an ``async
+    def`` one on an event loop of its own."""
+    token = _current.set(running)
+    try:
+        if task.is_async:
+            return asyncio.run(task.func(*args, **kwargs))
+        return task.func(*args, **kwargs)
+    finally:
+        _current.reset(token)
 
 
 #: Frames of the worker's own machinery, left out of a task's traceback.
@@ -46,7 +86,12 @@ _OURS = tuple(
 
 def error_outcome(error: BaseException) -> Outcome:
     """The outcome of a call that raised ``error``: its type name, message, and traceback
-    text without the worker's own frames (the task's code is what the reader wants)."""
+    text without the worker's own frames (the task's code is what the reader wants); a
+    :class:`~._errors.Requeue` gives ``("requeue", delay)``."""
+    from ._errors import Requeue
+
+    if isinstance(error, Requeue):
+        return ("requeue", error.delay)
     described = traceback.TracebackException.from_exception(error)
     described.stack = traceback.StackSummary.from_list(
         [frame for frame in described.stack if not frame.filename.startswith(_OURS)]
@@ -54,12 +99,14 @@ def error_outcome(error: BaseException) -> Outcome:
     return ("error", type(error).__name__, str(error), "".join(described.format()))
 
 
-def outcome_of(task: Any, name: str, args: Any, kwargs: Any) -> Outcome:
+def outcome_of(
+    task: Any, name: str, args: Any, kwargs: Any, running: Current | None = None
+) -> Outcome:
     """Run a call and describe how it ended (never raises but for SystemExit and the like)."""
     if task is None:
         return ("error", "LookupError", f"no task named {name!r} in this worker", "")
     try:
-        return ("ok", run_call(task, args, kwargs))
+        return ("ok", run_call(task, args, kwargs, running))
     except Exception as error:
         return error_outcome(error)
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from ._child import child_main
 from ._errors import TaskTimeout
-from ._execute import Outcome, error_outcome, run_call
+from ._execute import Current, Outcome, error_outcome, run_call
 
 __all__ = ["ChildStartError", "ProcessPool", "Running", "ThreadPool"]
 
@@ -51,6 +51,12 @@ class Running:
         self.future: Any = None  # the async pool's running coroutine
 
     @property
+    def current(self) -> Current:
+        """What :func:`~._execute.current` gives the task's body."""
+        job = self.job
+        return Current(job.id, self.task.name, job.attempts, job.max_attempts)
+
+    @property
     def deadline(self) -> float | None:
         return None if self.task.timeout is None else self.started + self.task.timeout
 
@@ -66,7 +72,7 @@ class ThreadPool:
 
         def body() -> None:
             try:
-                box.append(("ok", run_call(run.task, run.args, run.kwargs)))
+                box.append(("ok", run_call(run.task, run.args, run.kwargs, run.current)))
             except BaseException as error:  # TaskTimeout raised in here too
                 box.append(error_outcome(error))
 
@@ -165,7 +171,7 @@ class ProcessPool:
     def execute(self, slot: int, run: Running) -> Outcome:
         child = self._child(slot)
         try:
-            child.conn.send((run.task.name, run.args, run.kwargs))
+            child.conn.send((run.task.name, run.args, run.kwargs, run.current))
         except Exception as error:
             return error_outcome(error)
         while not child.conn.poll(SLICE):

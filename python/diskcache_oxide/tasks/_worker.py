@@ -23,6 +23,7 @@ declare no task; 4 stopped at once by a second signal.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import os
 import signal
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from ..jobs import JobQueue
 from ._app import PeriodicTask, Task, open_store, registered
 from ._errors import TaskTimeout
-from ._execute import Outcome, error_outcome, import_modules
+from ._execute import Outcome, _current, error_outcome, import_modules
 from ._metrics import Recorder, require_prometheus, serve_worker_metrics
 from ._payload import ERROR_LIMIT, call_of
 from ._pools import SLICE, ChildStartError, ProcessPool, Running, ThreadPool
@@ -216,6 +217,10 @@ class Worker:
                 self.jobs.release(job)
                 self.log(run, "released", "")
                 return
+            elif kind == "requeue":  # the task raised Requeue: not an attempt spent
+                done = self.jobs.release(job, delay=outcome[1])
+                self.log(run, f"requeued in {outcome[1]:g}s" if done else "lost-lease", "")
+                return
             else:
                 _, type_name, message, text = outcome
             final = job.max_attempts > 0 and job.attempts >= job.max_attempts
@@ -386,10 +391,16 @@ class Worker:
 
     async def _body(self, run: Running) -> Outcome:
         task = run.task
-        if task.is_async:
-            inner: asyncio.Future[Any] = asyncio.ensure_future(task.func(*run.args, **run.kwargs))
-        else:
-            inner = _in_daemon_thread(task.func, run.args, run.kwargs)
+        token = _current.set(run.current)  # copied into the body's task or thread
+        try:
+            if task.is_async:
+                inner: asyncio.Future[Any] = asyncio.ensure_future(
+                    task.func(*run.args, **run.kwargs)
+                )
+            else:
+                inner = _in_daemon_thread(task.func, run.args, run.kwargs)
+        finally:
+            _current.reset(token)
         try:
             done, _ = await asyncio.wait({inner}, timeout=task.timeout)
         except asyncio.CancelledError:  # released at shutdown: stop the body too
@@ -476,6 +487,7 @@ def _in_daemon_thread(func: Any, args: Any, kwargs: Any) -> asyncio.Future[Any]:
     does not keep the worker alive."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
 
     def settle(error: BaseException | None, value: Any) -> None:
         if future.done():
@@ -487,7 +499,7 @@ def _in_daemon_thread(func: Any, args: Any, kwargs: Any) -> asyncio.Future[Any]:
 
     def body() -> None:
         try:
-            value, error = func(*args, **kwargs), None
+            value, error = context.run(func, *args, **kwargs), None
         except BaseException as raised:
             value, error = None, raised
         try:
