@@ -95,3 +95,24 @@ def once_at_a_time(key: str) -> str:
 def crash(code: int) -> None:
     """Ends its process at once, as a segfault or the OOM killer would."""
     os._exit(code)
+
+
+@tasks.task(retries=2)
+def who_am_i() -> list[object]:
+    """What ``current()`` says inside a worker's run: id, name, attempt, max_attempts."""
+    from diskcache_oxide.tasks import current
+
+    found = current()
+    assert found is not None
+    return [found.id, found.name, found.attempt, found.max_attempts]
+
+
+@tasks.task(retries=0)
+def not_yet(markers: str) -> str:
+    """Gives its job back (no attempt spent) on its first run, then succeeds: ``Requeue``."""
+    from diskcache_oxide.tasks import Requeue
+
+    if not list(pathlib.Path(markers).glob("not_yet.start.*")):
+        _mark(markers, "not_yet", "start")
+        raise Requeue(delay=0.2)
+    return "done"

@@ -211,3 +211,24 @@ def test_jobs_that_are_not_this_worker_s_tasks(
     assert "not a task call" in dead[foreign]
     with pytest.raises(dc.TaskFailed, match="TaskDead"):
         app.tasks.result(unknown).get(timeout=0)
+
+
+@pytest.mark.parametrize("pool", ["process", "thread", "async"])
+def test_current_names_the_running_task_and_requeue_spends_no_attempt(
+    app: ModuleType, store: str, tmp_path: Path, start_worker: Any, pool: str
+) -> None:
+    """``tasks.current()`` inside a run gives its id, name and attempt, on every pool (None
+    outside a worker); a task that raises ``Requeue`` is run again without spending an
+    attempt, so a ``retries=0`` task still succeeds on its second run."""
+    from diskcache_oxide.tasks import current
+
+    assert current() is None
+    who = app.who_am_i.delay()
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    later = app.not_yet.delay(str(markers))
+    worker = start_worker(store, "--pool", pool, "--burst")
+    assert who.get(timeout=60) == [who.id, "sample_tasks.who_am_i", 1, 3]
+    assert later.get(timeout=60) == "done"
+    assert worker.wait() == 0
+    assert "requeued" in worker.log
