@@ -118,9 +118,10 @@ class ArqSettings:
 
     @staticmethod
     def _redis() -> Any:
-        from arq.connections import RedisSettings
-
-        return RedisSettings.from_dsn(os.environ.get("BENCH_TASKS_REDIS", "redis://127.0.0.1"))
+        connections = importlib.import_module("arq.connections")
+        return connections.RedisSettings.from_dsn(
+            os.environ.get("BENCH_TASKS_REDIS", "redis://127.0.0.1")
+        )
 
     redis_settings = _redis() if os.environ.get("BENCH_TASKS_REDIS") else None
 
@@ -216,8 +217,8 @@ class Row:
             self.fetch = lambda result: result.get(blocking=True, timeout=60, max_delay=0.01)
         elif kind == "rq":
             import redis
-            import rq
 
+            rq = importlib.import_module("rq")  # an optional peer (benches/requirements.txt)
             client = redis.Redis.from_url(url)
             queue = rq.Queue(RQ_QUEUE, connection=client)
             command = [str(BIN / "rq"), "worker", "-w", "rq.SimpleWorker", "--url", url]
@@ -234,8 +235,8 @@ class Row:
             self.fetch = fetch_rq
             self.closers.append(client.close)
         elif kind == "arq":
-            from arq import create_pool
-            from arq.connections import RedisSettings
+            create_pool = importlib.import_module("arq").create_pool
+            RedisSettings = importlib.import_module("arq.connections").RedisSettings
 
             env["BENCH_TASKS_REDIS"] = url
             command = [str(BIN / "arq"), "bench_tasks.ArqSettings"]
@@ -243,7 +244,7 @@ class Row:
             loop = asyncio.new_event_loop()
             pool = loop.run_until_complete(create_pool(RedisSettings.from_dsn(url)))
             self.submit = lambda i: loop.run_until_complete(pool.enqueue_job("arq_noop", i))
-            from arq.jobs import ResultNotFound
+            ResultNotFound = importlib.import_module("arq.jobs").ResultNotFound
 
             def fetch_arq(job: Any) -> float:
                 # arq 0.25 can report a job that has just finished as neither queued nor done
