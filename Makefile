@@ -92,6 +92,8 @@ bench: build
 	$(BIN)/python benches/bench_cache.py
 	$(BIN)/python benches/bench_queue.py
 	$(BIN)/python benches/bench_mixed.py
+	$(BIN)/python benches/bench_threads.py
+	$(BIN)/python benches/bench_working_set.py
 	$(BIN)/python benches/bench_claims.py
 	$(BIN)/python benches/bench_migrate.py
 	bash tests/helpers/setup_redis.sh

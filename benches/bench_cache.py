@@ -47,7 +47,18 @@ from pathlib import Path
 from typing import Any
 
 import diskcache
-from shared import WHY_BELOW, optional_module, summarize, time_each, write_json
+from shared import (
+    SMALL_VALUES,
+    WHY_BELOW,
+    fill,
+    optional_module,
+    summarize,
+    time_each,
+    verdict,
+    working_set_items,
+    working_set_key,
+    write_json,
+)
 
 try:
     import diskcache_oxide
@@ -57,11 +68,6 @@ except ImportError:  # pragma: no cover - explained to the user
 diskcache_rs = optional_module("diskcache_rs")
 
 ROOT = Path(__file__).resolve().parent
-SMALL_VALUES: dict[str, Any] = {
-    "int": 1234567,
-    "str": "a twenty char value!",
-    "dict": {"a": 1, "b": [1, 2, 3]},
-}
 MB = 1 << 20
 TARGETS = {"get": 2.5, "set": 3.0, "add": 3.0, "delete": 3.0, "incr": 3.0, "set 1MB": 4.0}
 # Operations diskcache-rs does with a weaker guarantee than python-diskcache and oxide.
@@ -118,34 +124,17 @@ def working_set_name(working_set: int) -> str:
     return f"get ({size} keys, random)"
 
 
-def fill_working_set(cache: Any, working_set: int) -> None:
-    """Store ``w-0`` ... ``w-<working_set - 1>``, their values int, str and dict in turn (untimed;
-    each library's fastest way: one transaction for python-diskcache, set_many elsewhere)."""
-    values = list(SMALL_VALUES.values())
-    items = {f"w-{j}": values[j % len(values)] for j in range(working_set)}
-    if isinstance(cache, diskcache.Cache):
-        with cache.transact():
-            for key, value in items.items():
-                cache.set(key, value)
-    elif hasattr(cache, "set_many"):
-        keys = list(items)
-        for start in range(0, len(keys), 10_000):
-            cache.set_many({k: items[k] for k in keys[start : start + 10_000]})
-    else:  # pragma: no cover - every library compared here has one of the two
-        for key, value in items.items():
-            cache.set(key, value)
-
-
 def scenarios(n: int, n_big: int, working_set: int) -> list[Scenario]:
     warm = max(50, n // 10)
     out: list[Scenario] = []
 
     # The headline get: every call (warm-up, timed, and the one more call) reads a key of the
     # working set that no call read before, in random order, the same order for every library.
-    reads = [f"w-{j}" for j in random.Random(17).sample(range(working_set), n + 1 + warm)]
+    reads = [working_set_key(j) for j in random.Random(17).sample(range(working_set), n + 1 + warm)]
 
     def get_spread(cache: Any) -> Callable[[int], Any]:
-        fill_working_set(cache, working_set)
+        # Untimed, in batches of one transaction each (shared.fill).
+        fill(cache, working_set_items(working_set))
         return lambda i: cache.get(reads[i])  # warm-up i < 0 reads the tail of the list
 
     out.append(Scenario(working_set_name(working_set), n, warm, get_spread, headline=True))
@@ -325,10 +314,7 @@ OP_WIDTH = 30
 def print_row(row: dict[str, Any], why: dict[str, list[str]]) -> None:
     d, o, r = row["diskcache"], row["oxide"], row["diskcache_rs"]
     target = row["target"]
-    verdict = ""
-    if target is not None:
-        verdict = "ok" if row["ratio"] >= target else "BELOW"
-    target_text = f">={target:g}x {verdict}" if target is not None else "-"
+    target_text = verdict(row["ratio"], target) if target is not None else "-"
     op = row["op"]
     if r is not None and op.startswith(RS_WEAKER):
         op += " *"
@@ -338,7 +324,7 @@ def print_row(row: dict[str, Any], why: dict[str, list[str]]) -> None:
     rs_ratio = f"{row['ratio_rs']:>7.2f}x" if r else f"{'n/a':>8}"
     print(
         f"{op:<{OP_WIDTH}}{d['median_us']:>8.1f}{d['p99_us']:>9.1f}{o['median_us']:>8.1f}"
-        f"{o['p99_us']:>9.1f}{rs_cells}{row['ratio']:>7.2f}x{target_text:>13}{rs_ratio}"
+        f"{o['p99_us']:>9.1f}{rs_cells}{row['ratio']:>7.2f}x{target_text:>17}{rs_ratio}"
     )
 
 
@@ -348,7 +334,7 @@ def print_table(
     impls = f"{'python-diskcache':>17}{'diskcache_oxide':>17}{'diskcache-rs':>17}"
     print(f"{'':<{OP_WIDTH}}{impls}{'oxide faster by':>26}")
     head = f"{'operation':<{OP_WIDTH}}" + f"{'median':>8}{'p99':>9}" * 3
-    head += f"{'vs dc':>8}{'target':>13}{'vs rs':>8}"
+    head += f"{'vs dc':>8}{'target':>17}{'vs rs':>8}"
     print(head)
     print("-" * len(head))
     why: dict[str, list[str]] = {}

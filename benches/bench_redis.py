@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import importlib
 import importlib.util
 import multiprocessing
@@ -75,15 +74,22 @@ import shutil
 import sys
 import tempfile
 import time
-from array import array
 from collections import Counter
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from bench_mixed import GET, KEYS, SET, plan, run_plan
-from shared import collect, summarize, time_each, time_each_async, write_json
+from shared import (
+    MIX_KEYS,
+    collect,
+    ratio_text,
+    run_mix,
+    summarize,
+    time_each,
+    time_each_async,
+    write_json,
+)
 
 try:
     import diskcache_oxide
@@ -707,6 +713,7 @@ MIX_ROWS: dict[str, tuple[str, str]] = {
 
 
 def open_mix(library: str, url: str, directory: str) -> Any:
+    """A handle on one row's store for the mix (run in each spawned process)."""
     if library == OURS:
         return RedisCache(url, namespace=NAMESPACE)
     if library == "redis-py bytes":
@@ -718,105 +725,30 @@ def open_mix(library: str, url: str, directory: str) -> Any:
     return diskcache_oxide.Cache(directory)
 
 
-def mix_worker(
-    library: str,
-    url: str,
-    directory: str,
-    index: int,
-    ops: int,
-    warmup: int,
-    barrier: Any,
-    results: Any,
-) -> None:
-    """Spawned: open a handle, warm up, wait for the others, run the timed operations (process
-    ``index``'s plan, as bench_mixed.py draws it), report (index, start, end, samples per
-    action, misses per action, error)."""
-    error = ""
-    samples: list[array[int]] = [array("q"), array("q"), array("q")]
-    misses = [0, 0, 0]
-    start = end = 0.0
-    try:
-        timed = plan(index, ops)
-        cache = open_mix(library, url, directory)
-        try:
-            run_plan(cache, plan(1000 + index, warmup), timed=False)
-            barrier.wait(timeout=120)
-            gc.collect()
-            gc.disable()
-            start = time.monotonic()
-            samples, misses = run_plan(cache, timed, timed=True)
-            end = time.monotonic()
-            gc.enable()
-        finally:
-            cache.close()
-    except Exception as exc:  # reported, counted as a failed run
-        error = f"{type(exc).__name__}: {exc}"
-        barrier.abort()
-    results.put((index, start, end, [a.tobytes() for a in samples], misses, error))
-
-
 def bench_mix(library: str, url: str, procs: int, ops: int, warmup: int) -> dict[str, Any]:
+    """One row of 3: the mix (shared with bench_mixed.py) on ``library`` in ``procs``
+    processes, on an emptied database (or a fresh directory) pre-filled with each key."""
     flush(url)
     directory = tempfile.mkdtemp(prefix="bench-redis-mix-")
     try:
         cache = open_mix(library, url, directory)
         try:
-            for key in range(KEYS):
+            for key in range(MIX_KEYS):
                 cache.set(str(key).encode(), str(key).encode())
         finally:
             cache.close()
-        barrier = SPAWN.Barrier(procs)
-        results = SPAWN.Queue()
-        workers = [
-            SPAWN.Process(
-                target=mix_worker,
-                args=(library, url, directory, i, ops, warmup, barrier, results),
-            )
-            for i in range(procs)
-        ]
-        for p in workers:
-            p.start()
-        reports = collect(
-            results, workers, 900, lambda why: (-1, 0.0, 0.0, [b"", b"", b""], [0, 0, 0], why)
-        )
-        for p in workers:
-            p.join(60)
-            if p.is_alive():
-                p.kill()
+        row = run_mix(open_mix, (library, url, directory), procs, ops, warmup, 900)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-    errors = [r[5] for r in reports if r[5]]
-    per_action: list[array[int]] = [array("q"), array("q"), array("q")]
-    misses = [0, 0, 0]
-    for r in reports:
-        for action in range(3):
-            per_action[action].frombytes(r[3][action])
-            misses[action] += r[4][action]
-    every: array[int] = array("q")
-    stats: dict[str, Any] = {}
-    for name, action in (("get", GET), ("set", SET), ("delete", 2)):
-        every.extend(per_action[action])
-        if per_action[action]:
-            stats[name] = summarize(per_action[action])
-            stats[name]["misses"] = misses[action]
-    if every:
-        stats["all"] = summarize(every)
-    ok = [r for r in reports if not r[5]]
-    wall = max(r[2] for r in ok) - min(r[1] for r in ok) if ok else 0.0
     kind, what = MIX_ROWS[library]
+    row.pop("misses")
     return {
         "library": library,
         "kind": kind,
         "what": what,
-        "processes": procs,
-        "ops_per_process": ops,
         "memo_friendly": library == "directory Cache",
         "headline": library == OURS,
-        "calls": len(every),
-        "wall_s": wall,
-        "ops_per_s": len(every) / wall if wall > 0 else 0.0,
-        "stats": stats,
-        "errors": errors[:3],
+        **row,
     }
 
 
@@ -827,10 +759,7 @@ def fmt_us(x: float) -> str:
     return f"{x:,.1f}" if x < 10_000 else f"{x / 1000:,.1f}ms"
 
 
-def fmt_ratio(x: float | None) -> str:
-    if x is None:
-        return "-"
-    return f"{x:.2f}x" if x < 10 else f"{x:.1f}x" if x < 100 else f"{x:,.0f}x"
+fmt_ratio = ratio_text
 
 
 def print_latency(rows: list[dict[str, Any]]) -> None:
