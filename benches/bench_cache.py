@@ -24,7 +24,9 @@ operation. After timing, every implementation makes one more call of the operati
 diskcache-rs row whose result differs from python-diskcache's is shown as "n/a".
 
 python-diskcache's own mixed workload (90% get, 9% set, 1% delete; 1 and 4 processes;
-Cache and FanoutCache) is benches/bench_mixed.py.
+Cache and FanoutCache) is benches/bench_mixed.py; threads sharing one handle,
+benches/bench_threads.py; the headline get at 100,000 and 1,000,000 entries, for FanoutCache
+too and beside LMDB, benches/bench_working_set.py.
 
     python benches/bench_cache.py            # full run (about half a minute on 2 cores)
     python benches/bench_cache.py --quick    # fewer iterations, for a smoke test
@@ -324,7 +326,7 @@ def print_row(row: dict[str, Any], why: dict[str, list[str]]) -> None:
     rs_ratio = f"{row['ratio_rs']:>7.2f}x" if r else f"{'n/a':>8}"
     print(
         f"{op:<{OP_WIDTH}}{d['median_us']:>8.1f}{d['p99_us']:>9.1f}{o['median_us']:>8.1f}"
-        f"{o['p99_us']:>9.1f}{rs_cells}{row['ratio']:>7.2f}x{target_text:>17}{rs_ratio}"
+        f"{o['p99_us']:>9.1f}{rs_cells}{row['ratio']:>7.2f}x   {target_text:<14}{rs_ratio}"
     )
 
 
@@ -334,7 +336,7 @@ def print_table(
     impls = f"{'python-diskcache':>17}{'diskcache_oxide':>17}{'diskcache-rs':>17}"
     print(f"{'':<{OP_WIDTH}}{impls}{'oxide faster by':>26}")
     head = f"{'operation':<{OP_WIDTH}}" + f"{'median':>8}{'p99':>9}" * 3
-    head += f"{'vs dc':>8}{'target':>17}{'vs rs':>8}"
+    head += f"{'vs dc':>8}{'   target':<17}{'vs rs':>8}"
     print(head)
     print("-" * len(head))
     why: dict[str, list[str]] = {}

@@ -277,10 +277,12 @@ def main(argv: list[str] | None = None) -> int:
     print_tables(rows, lmdb_rows, skip)
     print(
         "dc / ours: python-diskcache's median / ours, each kind against its own (higher is"
-        " better for oxide).\nours / LMDB: our Cache's median / LMDB's (lower is better).\n"
+        " better for oxide)."
+        + ("" if skip else "\nours / LMDB: our Cache's median / LMDB's (lower is better).")
+        + "\n"
     )
     targets = print_targets(
-        f"Targets (issue 23), {n:,} gets per row:" + (f" (LMDB skipped: {skip})" if skip else ""),
+        f"Targets (issue 23), {n:,} gets per row" + (" (LMDB's skipped):" if skip else ":"),
         checks(rows, lmdb_rows),
     )
     missed = [
