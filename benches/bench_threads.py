@@ -92,6 +92,7 @@ def run_threads(cache: Any, threads: int, ops: int, warmup: int) -> dict[str, An
     errors: list[str] = []
 
     def body(i: int) -> None:
+        """Thread ``i``: warm up, wait for the others, run its timed operations."""
         try:
             drive(cache, warm[i])
             barrier.wait(timeout=120)

@@ -117,6 +117,7 @@ def bench_cache(library: str, kind: str, size: int, reads: list[str], n: int, wa
     directory = tempfile.mkdtemp(prefix=f"bench-ws-{library}-")
 
     def build() -> tuple[Callable[[int], Any], Callable[[], None]]:
+        """Open and fill the cache; its get of read ``i``, and its close."""
         cache = open_cache(library, kind, directory)
         fill(cache, working_set_items(size))
         get = cache.get
@@ -135,6 +136,7 @@ def bench_lmdb(size: int, reads: list[str], n: int, warm: int) -> Any:
     keys = [key.encode() for key in reads]  # encoded untimed: the get is LMDB's alone
 
     def build() -> tuple[Callable[[int], Any], Callable[[], None]]:
+        """Open and fill the LMDB environment; its get of read ``i``, and its close."""
         env = lmdb.open(directory, map_size=LMDB_MAP_SIZE, sync=False, metasync=False)
         batch: list[tuple[bytes, bytes]] = []
         for key, value in working_set_items(size):
@@ -149,6 +151,7 @@ def bench_lmdb(size: int, reads: list[str], n: int, warm: int) -> Any:
         begin = env.begin
 
         def get(i: int) -> Any:
+            """Read ``i`` in a read transaction of its own, as a cache's get would."""
             with begin() as txn:
                 return txn.get(keys[i])
 

@@ -225,6 +225,7 @@ def fill(cache: Any, items: Iterable[tuple[Any, Any]], batch: int = 10_000) -> N
     pending: list[tuple[Any, Any]] = []
 
     def flush() -> None:
+        """Store the pending batch in one transaction."""
         # Asked of the class: python-diskcache's FanoutCache fails an assert in __getattr__
         # for a name its shards lack, where hasattr expects an AttributeError.
         if hasattr(type(cache), "set_many"):
