@@ -195,3 +195,64 @@ def test_a_reader_sees_each_write_of_another_process_at_once(tmp_path, dc):
             writer.kill()
     assert writer.exitcode == 0
     reader.close()
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_reader_sees_every_kind_of_write_of_another_process(tmp_path, dc, seed):
+    """The reader keeps every key remembered between the writer's writes; each write's note
+    (D-065) must make it forget exactly what changed: sets, adds, deletes, incrs, pops,
+    expiries, tag evictions, queue pushes and pulls, a transaction of more rows than a note
+    names, clears. The reader reads every key three times after each write."""
+    directory = str(tmp_path / "model")
+    reader = dc.Cache(directory)
+    ours, theirs = SPAWN.Pipe()
+    writer = SPAWN.Process(
+        target=support.worker_model_writer,
+        args=(support.IMPL_NAME, directory, seed, 250, theirs),
+    )
+    writer.start()
+    try:
+        rounds = 0
+        while True:
+            assert ours.poll(60), "the writer process stopped answering"
+            expected = ours.recv()
+            if expected is None:
+                break
+            for _ in range(3):
+                assert {k: reader.get(k) for k in expected} == expected, rounds
+            ours.send("ack")
+            rounds += 1
+        assert rounds == 250
+    finally:
+        writer.join(60)
+        if writer.is_alive():
+            writer.kill()
+    assert writer.exitcode == 0
+    reader.close()
+
+
+@pytest.mark.oxide
+def test_a_write_by_a_stock_sqlite_is_seen_by_the_next_read(tmp_path):
+    """A stock SQLite that writes the database leaves no note (D-065): the memo of recent
+    reads must then forget everything, not keep what it remembered."""
+    import sqlite3
+
+    import diskcache_oxide
+
+    directory = tmp_path / "stock"
+    cache = diskcache_oxide.Cache(str(directory))
+    cache.set("a", 1)
+    cache.set("b", 2)
+    for _ in range(3):  # remembered now
+        assert (cache.get("a"), cache.get("b")) == (1, 2)
+    cache.set("c", 3)  # a note of ours, so the chain is live when the stock write comes
+    assert (cache.get("a"), cache.get("b")) == (1, 2)
+    stock = sqlite3.connect(directory / "cache.db")
+    with stock:
+        stock.execute("UPDATE cache SET expire_time = 1 WHERE key = 'a'")
+    stock.close()
+    assert cache.get("a") is None
+    assert cache.get("b") == 2
+    cache.set("d", 4)  # and notes work again after it
+    assert (cache.get("a"), cache.get("b"), cache.get("d")) == (None, 2, 4)
+    cache.close()

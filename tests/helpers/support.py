@@ -13,6 +13,7 @@ import importlib
 import math
 import os
 import sys
+import time
 from typing import Any
 
 # This folder (tests/helpers): pytest puts it on sys.path (pyproject.toml's `pythonpath`), and
@@ -381,4 +382,65 @@ def worker_ping_pong_writer(impl_name: str, directory: str, rounds: int, conn: A
         cache.set("n", i)
         conn.send(i)
         conn.recv()
+    cache.close()
+
+
+def worker_model_writer(impl_name: str, directory: str, seed: int, rounds: int, conn: Any) -> None:
+    """Make ``rounds`` random writes of every kind (set, add, delete, incr, pop, touch,
+    expiry, push and pull, many rows in one transaction, cull, clear) and after each send the
+    contents the other process must now read, waiting for its ack (D-065: each write's note
+    must reach the reader's memo)."""
+    import random
+
+    rng = random.Random(seed)
+    cache = _module(impl_name).Cache(directory)
+    keys = [f"k{i}" for i in range(12)]
+    model: dict[str, Any] = {}
+    for round_ in range(rounds):
+        key = rng.choice(keys)
+        action = rng.randrange(11)
+        if action == 0:
+            cache.set(key, round_)
+            model[key] = round_
+        elif action == 1:
+            if cache.add(key, f"added {round_}"):
+                model[key] = f"added {round_}"
+        elif action == 2:
+            cache.delete(key)
+            model.pop(key, None)
+        elif action == 3:
+            if isinstance(model.get(key, 0), int):
+                model[key] = cache.incr(key, 2)
+        elif action == 4:
+            cache.pop(key)
+            model.pop(key, None)
+        elif action == 5 and key in model:
+            cache.touch(key, 0.001)  # gone a moment later
+            time.sleep(0.005)
+            model.pop(key)
+        elif action == 6:
+            cache.set(key, b"x" * rng.randrange(100), tag="t")
+            model[key] = cache.get(key)
+        elif action == 7:
+            with cache.transact():  # more rows than one note names
+                for i in range(60):
+                    cache.set(f"bulk{i}", round_)
+                cache.set(key, [round_])
+            model[key] = [round_]
+        elif action == 8:
+            cache.push(round_, prefix="q")
+            cache.pull(prefix="q")
+        elif action == 9:
+            cache.evict("t")
+            model = {k: v for k, v in model.items() if not isinstance(v, bytes)}
+        else:
+            if rng.random() < 0.2:
+                cache.clear()
+                model.clear()
+            else:
+                cache.set(key, {"round": round_})
+                model[key] = {"round": round_}
+        conn.send({k: model.get(k) for k in keys})
+        conn.recv()
+    conn.send(None)
     cache.close()

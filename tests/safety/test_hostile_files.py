@@ -614,3 +614,45 @@ def test_escaping_names_are_never_read_nor_deleted(tmp_path: Path, kind: str) ->
     cache.check(fix=True)
     cache.clear()
     assert secret.read_bytes() == b"do not read or delete"
+
+
+# -------------------------------------------------------------------------- .notes
+
+
+@pytest.mark.parametrize("kind", ["dangling", "symlink", "fifo", "directory", "garbage", "short"])
+def test_notes_file_replaced(tmp_path: Path, outside: Path, kind: str) -> None:
+    """``.notes`` (D-065) is only a hint for the memo of recent reads: whatever is put in its
+    place, the cache opens, never writes through it to a file outside, and every read sees
+    every write (the memo forgets everything at each commit, as it did before notes)."""
+    directory = str(tmp_path / "c")
+    make_closed_cache(directory)
+    notes = os.path.join(directory, ".notes")
+    os.remove(notes)
+    if kind == "dangling":
+        os.symlink(outside / "created-by-the-cache", notes)
+    elif kind == "symlink":
+        os.symlink(outside / "secret.txt", notes)
+    elif kind == "fifo":
+        os.mkfifo(notes)
+    elif kind == "directory":
+        os.mkdir(notes)
+    elif kind == "garbage":
+        with open(notes, "wb") as f:
+            f.write(os.urandom(256 * 512))
+    else:
+        with open(notes, "wb") as f:
+            f.write(b"\xff" * 700)  # a torn slot, then nothing
+    secret = (outside / "secret.txt").read_bytes()
+    cache = bounded(lambda: dco.Cache(directory))
+    other = dco.Cache(directory)
+    for i in range(50):
+        cache.set("n", i)
+        assert other.get("n") == i
+        assert other.get("n") == i
+        other.set("m", i)
+        assert cache.get("m") == i
+    assert cache.get("k") == b"b" * BIG
+    cache.close()
+    other.close()
+    assert not (outside / "created-by-the-cache").exists()
+    assert (outside / "secret.txt").read_bytes() == secret

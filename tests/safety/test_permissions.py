@@ -46,7 +46,7 @@ def test_new_caches_are_private(tmp_path: Path, loose_umask: None) -> None:
     with dco.Cache(d) as cache:
         _fill(cache)
         modes = _modes(d)
-    for name in ("cache.db", "cache.db-wal", "cache.db-shm", ".lock", "values"):
+    for name in ("cache.db", "cache.db-wal", "cache.db-shm", ".lock", ".notes", "values"):
         assert name in modes, (name, modes)
     assert any(n.endswith(".val") for n in modes)
     for name, mode in modes.items():

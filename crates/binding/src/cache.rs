@@ -51,6 +51,16 @@ impl Handle {
     ) -> PyResult<Option<Hit<'py>>> {
         let k = key_from_py(py, key, &self.ctx())?;
         let cache = &*self.cache;
+        if !read {
+            // A remembered value costs well under a microsecond; releasing and taking back
+            // the GIL around it would cost more, and with other threads waiting for the GIL
+            // much more. So it is looked up holding the GIL, and only SQLite is left for
+            // `run`, which releases it.
+            if let Some(e) = cache.get_remembered(&k) {
+                let got = Some((Fetched::from(e.value), e.expire_time, e.tag));
+                return self.convert_got(py, key, got);
+            }
+        }
         let fetch = || -> Result<Got, Error> {
             let entry = if read {
                 cache.get(&k, true)?

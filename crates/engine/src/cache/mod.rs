@@ -14,6 +14,7 @@ use crate::os::reserve::Reserve;
 use crate::settings::{EvictionPolicy, SettingValue, Settings};
 use crate::store::conn::{self, Deadline};
 use crate::store::files::{Found, ValueFiles};
+use crate::store::notes::Notes;
 use crate::store::recent::Recent;
 use crate::store::statements::Db;
 use crate::{Error, Result};
@@ -127,7 +128,12 @@ struct Conn {
 }
 
 impl Conn {
-    fn new(db: Connection, generation: u64, at_rest: Option<conn::AtRest>) -> Conn {
+    fn new(
+        db: Connection,
+        generation: u64,
+        at_rest: Option<conn::AtRest>,
+        notes: Option<Notes>,
+    ) -> Conn {
         Conn {
             live: fork::Live::register(&db),
             db: ManuallyDrop::new(Db::new(db)),
@@ -136,10 +142,17 @@ impl Conn {
             generation,
             unlink_on_commit: Vec::new(),
             unlink_on_rollback: Vec::new(),
-            recent: Recent::new(),
+            recent: Recent::new(notes.map(Arc::new)),
             at_rest,
             checked: Instant::now(),
         }
+    }
+
+    /// `COMMIT` this connection's transaction, leaving the note of what it changed for every
+    /// other connection's memo (D-065).
+    fn commit(&mut self) -> rusqlite::Result<()> {
+        self.recent.committing(&self.db);
+        commit(&self.db)
     }
 
     /// The WAL index header to validate remembered reads against, when they may be used: not
@@ -365,7 +378,8 @@ impl Cache {
                 ));
             }
             let (db, at_rest) = conn::open_read_only(&db_path)?;
-            let db = Conn::new(db, 0, at_rest);
+            let notes = Notes::open(&directory, false, Modes::PRIVATE);
+            let db = Conn::new(db, 0, at_rest, notes);
             let settings = {
                 let _call = db.live.call();
                 init_database(&db.db, &options.settings, true)?
@@ -376,7 +390,8 @@ impl Cache {
             let modes = Modes::prepare(&directory, requested, &db_path)?;
             let lock = DirLock::exclusive(&directory, open_wait, modes)?;
             modes.precreate(&db_path)?;
-            let db = Conn::new(conn::open(&db_path)?, 0, None);
+            let notes = Notes::open(&directory, true, modes);
+            let db = Conn::new(conn::open(&db_path)?, 0, None, notes);
             let settings = {
                 let _call = db.live.call();
                 init_database(&db.db, &options.settings, false)?
@@ -559,6 +574,19 @@ impl Cache {
         })
     }
 
+    /// Run `f` on this thread's connection if it is open and may serve remembered reads now:
+    /// opened in this process, and checked lately not to have been moved (`check_not_moved`).
+    /// Nothing here calls SQLite, so no deadline and no fork section are needed.
+    fn remembered<T>(&self, f: impl FnOnce(&mut Conn) -> Option<T>) -> Option<T> {
+        let cell = self.inner.conns.get()?;
+        let mut slot = cell.try_borrow_mut().ok()?;
+        let conn = slot.as_mut()?;
+        if conn.fork != fork::fork_generation() || conn.checked.elapsed() >= MOVED_CHECK_INTERVAL {
+            return None;
+        }
+        f(conn)
+    }
+
     /// Run `f` on this thread's connection with no transaction of its own.
     pub(crate) fn read<T>(&self, mut f: impl FnMut(&Db) -> Result<T>) -> Result<T> {
         self.read_call(|c| f(&c.db))
@@ -571,7 +599,16 @@ impl Cache {
         } else {
             (conn::open(&self.inner.db_path)?, None)
         };
-        let conn = Conn::new(db, self.inner.generation.load(Ordering::Acquire), at_rest);
+        let conn = Conn::new(
+            db,
+            self.inner.generation.load(Ordering::Acquire),
+            at_rest,
+            Notes::open(
+                &self.inner.directory,
+                !self.inner.read_only,
+                self.inner.modes,
+            ),
+        );
         {
             let _call = conn.live.call();
             conn::apply_pragmas(&conn.db, &self.settings())?;
@@ -631,16 +668,21 @@ impl Cache {
                 },
             )
             .map_err(|e| sql_error("starting a write", e))?;
+            if top {
+                c.recent.writing(&c.db);
+            }
             // Holding the write lock now: a concurrent check(fix=True) sees our row before our file.
             drop(dir_lock);
             let mut unlink = Vec::new();
             match f(&c.db, &mut unlink) {
-                Ok(v) if top => match run(&c.db, "COMMIT") {
+                Ok(v) if top => match c.commit() {
                     Ok(()) => {
+                        c.recent.committed(&c.db);
                         unlink.iter().for_each(|n| self.inner.files.remove(n));
                         Ok(v)
                     }
                     Err(e) => {
+                        c.recent.rolled_back();
                         let _ = run(&c.db, "ROLLBACK");
                         Err(sql_error("committing a write", e))
                     }
@@ -652,6 +694,9 @@ impl Cache {
                     Ok(v)
                 }
                 Err(e) => {
+                    if top {
+                        c.recent.rolled_back();
+                    }
                     let _ = run(
                         &c.db,
                         if top {
@@ -720,6 +765,7 @@ impl Cache {
             if c.depth == 0 {
                 run(&c.db, "BEGIN IMMEDIATE")
                     .map_err(|e| sql_error("starting a transaction", e))?;
+                c.recent.writing(&c.db);
             }
             c.depth += 1;
             Ok(())
@@ -739,12 +785,14 @@ impl Cache {
                 return Ok(());
             }
             let files = &self.inner.files;
-            let committed = if commit { run(&c.db, "COMMIT") } else { Ok(()) };
+            let committed = if commit { c.commit() } else { Ok(()) };
             if commit && committed.is_ok() {
+                c.recent.committed(&c.db);
                 c.unlink_on_commit.drain(..).for_each(|n| files.remove(&n));
                 c.unlink_on_rollback.clear();
                 return Ok(());
             }
+            c.recent.rolled_back();
             let rolled_back = run(&c.db, "ROLLBACK");
             c.unlink_on_rollback
                 .drain(..)

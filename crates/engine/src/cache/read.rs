@@ -79,6 +79,29 @@ impl Cache {
         self.read_entry(key, mode)
     }
 
+    /// A live entry for `key` from this thread's memo of recent reads (D-017, D-065), found
+    /// without a call into SQLite, a lock or a system call but the odd read of a note; `None`
+    /// when only SQLite can answer (not remembered, expired, a connection not yet open on
+    /// this thread, a transaction open, or a cache that counts hits or access times). Cheap
+    /// enough that the binding calls it without releasing the GIL, which costs more.
+    pub fn get_remembered(&self, key: &Key) -> Option<Entry> {
+        let s = self.hot();
+        if (s.statistics
+            || matches!(
+                s.eviction_policy,
+                EvictionPolicy::LeastRecentlyUsed | EvictionPolicy::LeastFrequentlyUsed
+            ))
+            && !self.inner.read_only
+        {
+            return None;
+        }
+        self.remembered(|c| {
+            let header = c.header()?;
+            let entry = c.recent.get(&header, key)?;
+            live(entry.expire_time, now()).then(|| entry.clone())
+        })
+    }
+
     /// Read an unexpired entry without counting a hit or miss or recording an access, as
     /// python-diskcache's `incr` reads the value it is about to replace.
     pub fn get_quietly(&self, key: &Key) -> Result<Option<Entry>> {
@@ -113,7 +136,7 @@ impl Cache {
                         tag: row.tag,
                     };
                     if let Some(h) = header {
-                        c.recent.put(h, key, &entry);
+                        c.recent.put(h, key, &entry, row.rowid);
                     }
                     return Ok(Some(entry));
                 }

@@ -244,6 +244,13 @@ pub(super) fn run(db: &Db, sql: &'static str) -> rusqlite::Result<()> {
     db.held(sql)?.raw_execute().map(drop)
 }
 
+/// `COMMIT`, with the WAL hook's report of it taken fresh (D-065): what it wrote is this
+/// commit's, not an earlier one's.
+pub(super) fn commit(db: &Db) -> rusqlite::Result<()> {
+    crate::store::notes::expect_commit();
+    run(db, "COMMIT")
+}
+
 pub(crate) fn apply_delta(db: &Db, d: &Delta) -> Result<()> {
     if d.count == 0 && d.size == 0 {
         return Ok(());

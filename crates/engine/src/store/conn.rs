@@ -149,6 +149,7 @@ unsafe extern "C" fn after_commit(
     name: *const c_char,
     frames: c_int,
 ) -> c_int {
+    crate::store::notes::commit_seen(frames as u32);
     let checkpoint_frames = checkpoint_size as usize as c_int;
     if frames < checkpoint_frames {
         return ffi::SQLITE_OK;

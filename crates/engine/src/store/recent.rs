@@ -1,26 +1,34 @@
-//! Recently read small values, valid only while no process has committed a write (D-017).
+//! Recently read small values, valid while no process has committed a write to their rows
+//! (D-017, D-065).
 //!
 //! A read costs two `fcntl` calls on SQLite's shared-memory WAL index, which is most of a
 //! get. Every commit, by any process, rewrites the WAL index header; this connection maps that
 //! header, so comparing it with the snapshot taken before a cached read proves that nothing
-//! changed since, and the cached entry is the current one. Any difference clears the cache.
+//! changed since, and the cached entry is the current one. When the header did change, the
+//! notes of the commits since (`notes`) say which rows they changed, and only those entries
+//! are forgotten; where the notes do not reach from the snapshot to now, everything is.
 //! Inside a transaction, and for values kept in files, reads always go to SQLite.
 
 use crate::format::key::Side;
 use crate::format::key::{Key, Scalar};
 use crate::format::stored::{Entry, StoredValue};
+use crate::store::notes::{self, Header as Snapshot, Note, Notes};
+use crate::store::statements::Db;
 use rusqlite::{ffi, Connection};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::os::raw::c_void;
+use std::sync::Arc;
 
 /// Size of one copy of SQLite's `WalIndexHdr`, at the start of the first shared-memory region.
-const HEADER: usize = 48;
+const HEADER: usize = notes::HEADER;
 /// Values larger than this are not kept.
 const MAX_VALUE: usize = 16 * 1024;
 /// At most this many bytes of values per connection (cleared when exceeded).
 const MAX_BYTES: usize = 4 * 1024 * 1024;
 const MAX_ENTRIES: usize = 8192;
+/// Notes followed at most per call; further behind than this, everything is forgotten.
+const MAX_NOTES: usize = 64;
 
 /// A queue's end: its prefix and side.
 type QueueEnd = (Option<String>, Side);
@@ -28,10 +36,17 @@ type QueueEnd = (Option<String>, Side);
 pub(crate) struct Recent {
     header: Option<Header>,
     snapshot: [u8; HEADER],
-    entries: HashMap<u64, (Key, Entry)>,
+    /// By the key's hash: the key, its entry and the rowid it was read from.
+    entries: HashMap<u64, (Key, Entry, i64)>,
+    /// The key hash of each remembered rowid.
+    rows: HashMap<i64, u64>,
     /// Queue ends lately peeked, by (prefix, side): the live item there, or none.
     fronts: HashMap<QueueEnd, Option<(Key, Entry)>>,
     bytes: usize,
+    /// The directory's notes, where there is a file to keep them in.
+    notes: Option<Arc<Notes>>,
+    /// The header when this connection's open write transaction took the write lock.
+    writing_from: Option<Snapshot>,
 }
 
 /// The WAL index header as this connection maps it. Valid while the connection is open; the
@@ -86,6 +101,17 @@ impl Header {
         // Writers update it concurrently; a torn read can only differ from the snapshot.
         unsafe { std::ptr::read_volatile(self.0) }
     }
+
+    /// The header, if both of SQLite's copies agree: a writer writes the second copy, then
+    /// the first, so two equal copies read first to second are one whole header (SQLite
+    /// reads them the same way). `None` while a writer is between the two.
+    fn read_whole(&self) -> Option<[u8; HEADER]> {
+        let first = self.read();
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        // SAFETY: the second copy follows the first in the same mapped region.
+        let second = unsafe { std::ptr::read_volatile(self.0.add(1)) };
+        (first == second).then_some(first)
+    }
 }
 
 /// The database's size in pages as of the last commit by any process, from the WAL index
@@ -98,57 +124,116 @@ pub(crate) fn committed_pages(db: &Connection) -> Option<i64> {
 }
 
 impl Recent {
-    pub(crate) fn new() -> Recent {
+    pub(crate) fn new(notes: Option<Arc<Notes>>) -> Recent {
         Recent {
             header: None,
             snapshot: [0; HEADER],
             entries: HashMap::new(),
+            rows: HashMap::new(),
             fronts: HashMap::new(),
             bytes: 0,
+            notes,
+            writing_from: None,
         }
     }
 
-    /// The header now, or `None` when it cannot be read (not mapped yet, or not initialised).
+    /// The header now, or `None` when it cannot be read (not mapped yet, not initialised, or
+    /// a writer is changing it).
     pub(crate) fn now(&mut self, db: &Connection) -> Option<[u8; HEADER]> {
         if self.header.is_none() {
             self.header = Header::map(db);
         }
-        let h = self.header.as_ref()?.read();
+        let h = self.header.as_ref()?.read_whole()?;
         (h[12] != 0).then_some(h) // isInit
     }
 
-    /// A cached entry for `key`, if nothing was committed since it was read.
+    /// Bring the snapshot up to `header`, forgetting the entries whose rows the commits since
+    /// changed. False when the notes do not reach: then everything was forgotten, and the
+    /// snapshot is left for the next `put` to set.
+    fn sync(&mut self, header: &[u8; HEADER]) -> bool {
+        if header == &self.snapshot {
+            return true;
+        }
+        if self.entries.is_empty() && self.fronts.is_empty() {
+            self.snapshot = *header; // nothing to keep: no note needs reading
+            return true;
+        }
+        if let Some(notes) = self.notes.clone() {
+            for _ in 0..MAX_NOTES {
+                let Some(note) = notes.find(&self.snapshot) else {
+                    break;
+                };
+                self.apply(&note);
+                if &self.snapshot == header {
+                    return true;
+                }
+            }
+        }
+        self.clear();
+        false
+    }
+
+    /// Forget what `note`'s commit changed; the snapshot moves to its `after`.
+    fn apply(&mut self, note: &Note) {
+        match &note.rowids {
+            None => self.clear(),
+            Some(rowids) => {
+                if !rowids.is_empty() {
+                    self.fronts.clear();
+                }
+                for rowid in rowids {
+                    if let Some(h) = self.rows.remove(rowid) {
+                        if let Some((_, e, _)) = self.entries.remove(&h) {
+                            self.bytes -= size_of(&e).unwrap_or(0);
+                        }
+                    }
+                }
+            }
+        }
+        self.snapshot = note.after;
+    }
+
+    /// A cached entry for `key`, if no commit since it was read changed its row.
     pub(crate) fn get(&mut self, header: &[u8; HEADER], key: &Key) -> Option<&Entry> {
-        if header != &self.snapshot {
-            self.clear();
+        if !self.sync(header) {
             return None;
         }
         match self.entries.get(&hash(key)) {
-            Some((k, e)) if k == key => Some(e),
+            Some((k, e, _)) if k == key => Some(e),
             _ => None,
         }
     }
 
-    /// Remember an entry read from SQLite after `header` was taken.
-    pub(crate) fn put(&mut self, header: [u8; HEADER], key: &Key, entry: &Entry) {
-        let size = match &entry.value {
-            StoredValue::Int(_) | StoredValue::Float(_) => 8,
-            StoredValue::Str(s) => s.len(),
-            StoredValue::Bytes(b) | StoredValue::Encoded(b) | StoredValue::Pickled(b) => b.len(),
-            StoredValue::File(_) | StoredValue::Deferred(_) => return,
+    /// Remember an entry read from row `rowid` after `header` was taken.
+    pub(crate) fn put(&mut self, header: [u8; HEADER], key: &Key, entry: &Entry, rowid: i64) {
+        let Some(size) = size_of(entry) else {
+            return;
         };
         if size > MAX_VALUE {
             return;
         }
-        if header != self.snapshot {
-            self.clear();
+        if !self.sync(&header) {
             self.snapshot = header;
         }
         if self.bytes + size > MAX_BYTES || self.entries.len() >= MAX_ENTRIES {
             self.clear();
         }
+        let h = hash(key);
+        if let Some((_, old, old_row)) = self.entries.insert(h, (key.clone(), entry.clone(), rowid))
+        {
+            self.bytes -= size_of(&old).unwrap_or(0);
+            self.rows.remove(&old_row);
+        }
+        if let Some(other) = self.rows.insert(rowid, h) {
+            // Another key read from this rowid earlier: that row was since deleted and its
+            // rowid reused, so the earlier entry is not current.
+            if other != h {
+                if let Some((_, e, _)) = self.entries.remove(&other) {
+                    self.bytes -= size_of(&e).unwrap_or(0);
+                }
+            }
+        }
         self.bytes += size;
-        self.entries.insert(hash(key), (key.clone(), entry.clone()));
     }
 
     /// The remembered end of a queue, if nothing was committed since it was read and the item
@@ -161,8 +246,7 @@ impl Recent {
         side: Side,
         now: f64,
     ) -> Option<Option<(Key, Entry)>> {
-        if header != &self.snapshot {
-            self.clear();
+        if !self.sync(header) {
             return None;
         }
         let found = self.fronts.get(&(prefix.map(str::to_owned), side))?;
@@ -179,8 +263,7 @@ impl Recent {
         side: Side,
         item: Option<(&Key, &Entry)>,
     ) {
-        if header != self.snapshot {
-            self.clear();
+        if !self.sync(&header) {
             self.snapshot = header;
         }
         if let Some((_, e)) = item {
@@ -197,8 +280,89 @@ impl Recent {
 
     pub(crate) fn clear(&mut self) {
         self.entries.clear();
+        self.rows.clear();
         self.fronts.clear();
         self.bytes = 0;
+    }
+
+    /// This connection just took the write lock for a transaction (`BEGIN IMMEDIATE`): note
+    /// the header, which no one else can change until it commits, and start collecting the
+    /// rows it changes.
+    pub(crate) fn writing(&mut self, db: &Db) {
+        db.start_changes();
+        if self.header.is_none() {
+            self.header = Header::map(db);
+        }
+        self.writing_from = self.header.as_ref().and_then(Header::read_whole);
+    }
+
+    /// The transaction is about to commit: have its note left the moment its commit frame
+    /// is in the WAL (`notes::note_at_commit`).
+    pub(crate) fn committing(&mut self, db: &Db) {
+        if let (Some(before), Some(notes)) = (self.writing_from, &self.notes) {
+            notes::note_at_commit(notes.clone(), before, db.changes());
+        }
+    }
+
+    /// The transaction rolled back: nothing to note.
+    pub(crate) fn rolled_back(&mut self) {
+        self.writing_from = None;
+        notes::noted_at_commit();
+    }
+
+    /// This connection's transaction committed: make sure every other connection can find
+    /// the note of what it changed, and apply it to this one's memo. The note left at the
+    /// commit frame stands unless the header after the commit, read now, shows it guessed
+    /// wrong; nothing is noted when the commit wrote nothing, and no better note is made when
+    /// the header now cannot be shown to be this commit's (another commit already followed
+    /// it, or the WAL was started over): readers then forget everything.
+    pub(crate) fn committed(&mut self, db: &Db) {
+        let predicted = notes::noted_at_commit();
+        let Some(before) = self.writing_from.take() else {
+            return;
+        };
+        let rowids = db.take_changes();
+        let Some(frames) = notes::committed_frames() else {
+            return; // wrote no frames: the header did not move
+        };
+        let seen = self
+            .header
+            .as_ref()
+            .and_then(Header::read_whole)
+            .filter(|after| notes::one_commit(&before, after, frames));
+        let after = match (seen, predicted) {
+            (Some(after), Some(guess)) if after == guess => after,
+            (Some(after), _) => {
+                let note = Note {
+                    before,
+                    after,
+                    rowids: rowids.clone(),
+                };
+                if let Some(notes) = &self.notes {
+                    notes.publish(&note);
+                }
+                after
+            }
+            (None, Some(guess)) => guess,
+            (None, None) => return,
+        };
+        if self.snapshot == before {
+            self.apply(&Note {
+                before,
+                after,
+                rowids,
+            });
+        }
+    }
+}
+
+/// The bytes a remembered entry counts for, or `None` for a value that is never remembered.
+fn size_of(entry: &Entry) -> Option<usize> {
+    match &entry.value {
+        StoredValue::Int(_) | StoredValue::Float(_) => Some(8),
+        StoredValue::Str(s) => Some(s.len()),
+        StoredValue::Bytes(b) | StoredValue::Encoded(b) | StoredValue::Pickled(b) => Some(b.len()),
+        StoredValue::File(_) | StoredValue::Deferred(_) => None,
     }
 }
 

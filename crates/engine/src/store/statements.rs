@@ -7,8 +7,9 @@
 //! Anything else still goes through `prepare_cached`. Text chosen from a small fixed set (a
 //! queue's side and key shape) is built once per process and keeps its address.
 
-use rusqlite::{Connection, Statement};
-use std::cell::RefCell;
+use rusqlite::{ffi, Connection, Statement};
+use std::cell::{RefCell, UnsafeCell};
+use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ops::{Deref, DerefMut};
 
 pub(crate) struct Db {
@@ -16,6 +17,42 @@ pub(crate) struct Db {
     /// connection closes. Each borrows `*conn`, whose box never moves.
     held: RefCell<Vec<(usize, Statement<'static>)>>,
     conn: Box<Connection>,
+    /// Rows of `cache` changed since `start_changes`, as SQLite's update hook reports them
+    /// (D-065). Declared after `conn`, so the hook's pointer to it outlives the connection.
+    changed: Box<UnsafeCell<Changed>>,
+}
+
+/// The rowids of the `cache` table a write changed, up to what a note holds.
+#[derive(Default)]
+struct Changed {
+    rowids: Vec<i64>,
+    overflow: bool,
+}
+
+/// SQLite's update hook: called for each row an `INSERT`, `UPDATE` or `DELETE` changes in a
+/// rowid table, on the thread running the statement.
+unsafe extern "C" fn row_changed(
+    arg: *mut c_void,
+    _op: c_int,
+    database: *const c_char,
+    table: *const c_char,
+    rowid: ffi::sqlite3_int64,
+) {
+    // SAFETY: SQLite passes NUL-terminated names; `arg` is the `Changed` installed with the
+    // hook, which outlives the connection, and only the thread using the connection runs it.
+    unsafe {
+        if CStr::from_ptr(table).to_bytes() != b"cache"
+            || CStr::from_ptr(database).to_bytes() != b"main"
+        {
+            return;
+        }
+        let changed = &mut *arg.cast::<Changed>();
+        if changed.rowids.len() < crate::store::notes::MAX_ROWIDS {
+            changed.rowids.push(rowid);
+        } else {
+            changed.overflow = true;
+        }
+    }
 }
 
 // SAFETY: the statements and the connection they belong to move between threads together, as
@@ -26,10 +63,41 @@ unsafe impl Send for Db {}
 
 impl Db {
     pub(crate) fn new(conn: Connection) -> Db {
+        let changed = Box::new(UnsafeCell::new(Changed::default()));
+        // SAFETY: an open connection; the pointer stays valid until after it closes (field
+        // order), and a connection leaked in a forked child leaks its `Db` with it.
+        unsafe {
+            ffi::sqlite3_update_hook(conn.handle(), Some(row_changed), changed.get().cast());
+        }
         Db {
             held: RefCell::new(Vec::new()),
             conn: Box::new(conn),
+            changed,
         }
+    }
+
+    /// Start collecting the rows of `cache` that this connection changes.
+    pub(crate) fn start_changes(&self) {
+        // SAFETY: the hook only runs inside a statement on this connection, never during this.
+        let changed = unsafe { &mut *self.changed.get() };
+        changed.rowids.clear();
+        changed.overflow = false;
+    }
+
+    /// The rows of `cache` changed since `start_changes` so far, or `None` for more than a
+    /// note holds.
+    pub(crate) fn changes(&self) -> Option<Vec<i64>> {
+        // SAFETY: as in `start_changes`.
+        let changed = unsafe { &*self.changed.get() };
+        (!changed.overflow).then(|| changed.rowids.clone())
+    }
+
+    /// The rows of `cache` changed since `start_changes`, or `None` for more than a note holds.
+    pub(crate) fn take_changes(&self) -> Option<Vec<i64>> {
+        // SAFETY: as in `start_changes`.
+        let changed = unsafe { &mut *self.changed.get() };
+        let rowids = std::mem::take(&mut changed.rowids);
+        (!std::mem::take(&mut changed.overflow)).then_some(rowids)
     }
 
     /// The prepared statement for `sql`, a literal; it goes back to the connection when the

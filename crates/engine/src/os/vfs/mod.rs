@@ -41,6 +41,37 @@ struct Pending {
     start: i64,
     /// The last append was a commit frame's header: its page ends the commit.
     commit_next: bool,
+    /// That header and its offset in the WAL, for the thread's commit observer.
+    commit_frame: Option<([u8; FRAME_HEADER], i64)>,
+}
+
+/// Told of a commit frame once it is in the WAL: its header and its offset.
+pub(crate) type CommitObserver = Box<dyn FnOnce(&[u8; FRAME_HEADER], i64)>;
+
+thread_local! {
+    /// Called when this thread's next commit frame is written, before SQLite publishes the
+    /// commit in the WAL index (D-065).
+    static ON_COMMIT: std::cell::RefCell<Option<CommitObserver>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Have `observer` told of this thread's next commit frame (`None`: no longer).
+pub(crate) fn on_commit_frame(observer: Option<CommitObserver>) {
+    let _ = ON_COMMIT.try_with(|o| {
+        if let Ok(mut o) = o.try_borrow_mut() {
+            *o = observer;
+        }
+    });
+}
+
+fn commit_frame_written(header: &[u8; FRAME_HEADER], offset: i64) {
+    let observer = ON_COMMIT
+        .try_with(|o| o.try_borrow_mut().ok().and_then(|mut o| o.take()))
+        .ok()
+        .flatten();
+    if let Some(observer) = observer {
+        observer(header, offset);
+    }
 }
 
 /// Our file object: SQLite's unix file first (so its methods can be handed the same pointer),
@@ -159,6 +190,7 @@ unsafe extern "C" fn open(
             bytes: Vec::new(),
             start: 0,
             commit_next: false,
+            commit_frame: None,
         }));
         (*file).pMethods = wal_methods(real);
     }
@@ -359,10 +391,22 @@ unsafe extern "C" fn write(
         if p.commit_next && appends {
             // The commit frame's page: write the whole commit now, while a failure can still
             // stop SQLite from publishing it.
-            return flush(file);
+            let frame = p.commit_frame.take();
+            let rc = flush(file);
+            if let (ffi::SQLITE_OK, Some((header, at))) = (rc, frame) {
+                commit_frame_written(&header, at);
+            }
+            return rc;
         }
         // A frame header with a database size marks the commit frame (SQLite's WAL format).
         p.commit_next = bytes.len() == FRAME_HEADER && bytes[4..8] != [0, 0, 0, 0];
+        p.commit_frame = if p.commit_next {
+            let mut header = [0u8; FRAME_HEADER];
+            header.copy_from_slice(bytes);
+            Some((header, offset))
+        } else {
+            None
+        };
         if p.bytes.len() >= MAX_PENDING {
             return flush(file);
         }
