@@ -11,7 +11,7 @@ use crate::decode::{read_deferred, Got, Hit};
 use crate::errors::IntoPy;
 use crate::handle::Handle;
 use crate::reader::PyReader;
-use crate::run::{run, run_removing};
+use crate::run::{run, run_removing, run_short};
 use crate::shape::{key_error, shape_default, shape_hit};
 use diskcache_oxide_engine::{Error, Imported, Incr, Key, ValueRef, WriteOptions};
 use pyo3::exceptions::PyKeyError;
@@ -69,7 +69,13 @@ impl Handle {
             };
             Ok(entry.map(|e| (Fetched::from(e.value), e.expire_time, e.tag)))
         };
-        let got = match run(py, retry, fetch) {
+        // A read of a value file checks the whole file: that is not short.
+        let fetched = if read {
+            run(py, retry, fetch)
+        } else {
+            run_short(py, retry, cache, fetch)
+        };
+        let got = match fetched {
             Ok(Some((Fetched::Deferred(file), expire, tag))) => {
                 match read_deferred(py, cache, &file) {
                     Ok(Some(bytes)) => return Ok(Some((bytes.into_any(), expire, tag))),
@@ -103,6 +109,9 @@ impl Handle {
         let prepared = prepare_value(py, value, &ctx)?;
         let v = prepared.as_ref();
         let cache = &*self.cache;
+        if is_small(&v) {
+            return run_short(py, retry, cache, || cache.set(&k, v, &options));
+        }
         run(py, retry, || cache.set(&k, v, &options))
     }
 
@@ -165,6 +174,9 @@ impl Handle {
         }
         let prepared = prepare_value(py, value, &ctx)?;
         let v = prepared.as_ref();
+        if is_small(&v) {
+            return run_short(py, retry, cache, || cache.add(&k, v, &options));
+        }
         run(py, retry, || cache.add(&k, v, &options))
     }
 
@@ -230,7 +242,7 @@ impl Handle {
         if let (Num::Int(d), Some(def)) = (&delta, fast_default) {
             let cache = &*self.cache;
             let d = *d;
-            match run(py, retry, || cache.incr(&k, d, def))? {
+            match run_short(py, retry, cache, || cache.incr(&k, d, def))? {
                 Incr::Value(n) => return Ok(n.into_pyobject(py)?.into_any()),
                 Incr::Missing => return Err(key_error(key)),
                 Incr::NotInt => {}
@@ -463,5 +475,16 @@ impl Handle {
         let now = Some(now);
         let cache = &*self.cache;
         run_removing(py, retry, || cache.expire(now))
+    }
+}
+
+/// Whether a value is small enough to be written holding the GIL (`run_short`): kept inline
+/// in its row, never in a value file, whose writing and syncing take longer.
+fn is_small(value: &ValueRef<'_>) -> bool {
+    const SMALL: usize = 16 * 1024;
+    match value {
+        ValueRef::Int(_) | ValueRef::Float(_) => true,
+        ValueRef::Str(s) => s.len() <= SMALL,
+        ValueRef::Bytes(b) | ValueRef::Encoded(b) | ValueRef::Pickled(b) => b.len() <= SMALL,
     }
 }

@@ -40,7 +40,7 @@ use crate::handle::Handle;
 use crate::iter::KeyIterator;
 use crate::jobs::JobsCore;
 use crate::queue::{self, QueueRow};
-use crate::run::{release, run, run_removing, Shared};
+use crate::run::{release, run, run_removing, run_short, Shared};
 use crate::shape::{key_error, shape_default, shape_hit, shape_item};
 use diskcache_oxide_engine::{SettingValue, Side, WriteOptions};
 use pyo3::exceptions::PyRuntimeError;
@@ -489,7 +489,7 @@ impl CacheCore {
         let h = self.h()?;
         let k = key_from_py(py, key, &h.ctx())?;
         let cache = &*h.cache;
-        if run(py, true, || cache.delete(&k))? {
+        if run_short(py, true, cache, || cache.delete(&k))? {
             Ok(())
         } else {
             Err(key_error(key))
@@ -502,7 +502,7 @@ impl CacheCore {
         let h = self.h()?;
         let k = key_from_py(py, key, &h.ctx())?;
         let cache = &*h.cache;
-        run(py, retry.0, || cache.delete(&k))
+        run_short(py, retry.0, cache, || cache.delete(&k))
     }
 
     /// The first (`last=False`) or last (`last=True`) entry in insertion order, as a

@@ -38,6 +38,7 @@ mod queue;
 pub use format::frame;
 pub use format::value;
 pub use os::platform;
+pub use store::conn::{checkpoint_deferred, without_waiting};
 
 pub use cache::{
     Cache, Imported, Incr, OpenOptions, Problem, WriteOptions, DB_NAME, FORMAT_VERSION,

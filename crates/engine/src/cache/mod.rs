@@ -14,8 +14,8 @@ use crate::os::reserve::Reserve;
 use crate::settings::{EvictionPolicy, SettingValue, Settings};
 use crate::store::conn::{self, Deadline};
 use crate::store::files::{Found, ValueFiles};
-use crate::store::notes::Notes;
-use crate::store::recent::Recent;
+use crate::store::notes::{Kept, Notes};
+use crate::store::recent::{Memo, Recent};
 use crate::store::statements::Db;
 use crate::{Error, Result};
 use rusqlite::types::{ToSqlOutput, Value as SqlValue, ValueRef as Sql};
@@ -96,6 +96,10 @@ struct Inner {
     generation: AtomicU64,
     page_size: i64,
     conns: ThreadLocal<RefCell<Option<Conn>>>,
+    /// The notes this handle's connections wrote lately (D-065).
+    kept: Arc<Kept>,
+    /// What this handle's connections read lately (D-017, D-065).
+    memo: Arc<std::sync::Mutex<Memo>>,
     /// Opened with `read_only`: no write reaches SQLite or the directory (D-019).
     read_only: bool,
     /// Modes of the files and directories this handle creates (D-027).
@@ -133,6 +137,7 @@ impl Conn {
         generation: u64,
         at_rest: Option<conn::AtRest>,
         notes: Option<Notes>,
+        memo: Arc<std::sync::Mutex<Memo>>,
     ) -> Conn {
         Conn {
             live: fork::Live::register(&db),
@@ -142,7 +147,7 @@ impl Conn {
             generation,
             unlink_on_commit: Vec::new(),
             unlink_on_rollback: Vec::new(),
-            recent: Recent::new(notes.map(Arc::new)),
+            recent: Recent::new(notes.map(Arc::new), memo),
             at_rest,
             checked: Instant::now(),
         }
@@ -352,6 +357,8 @@ impl Cache {
         let open_wait = options.timeout.max(OPEN_WAIT);
         let _deadline = Deadline::start(open_wait);
         let _active = fork::Active::enter();
+        let kept = Arc::new(Kept::new());
+        let memo = Arc::new(std::sync::Mutex::new(Memo::new()));
         let (conn, settings, modes) = if options.read_only {
             // Nothing is created: no directory, no lock file, no schema, no settings (D-019).
             match std::fs::metadata(&directory) {
@@ -378,8 +385,8 @@ impl Cache {
                 ));
             }
             let (db, at_rest) = conn::open_read_only(&db_path)?;
-            let notes = Notes::open(&directory, false, Modes::PRIVATE);
-            let db = Conn::new(db, 0, at_rest, notes);
+            let notes = Notes::open(&directory, false, Modes::PRIVATE, kept.clone());
+            let db = Conn::new(db, 0, at_rest, notes, memo.clone());
             let settings = {
                 let _call = db.live.call();
                 init_database(&db.db, &options.settings, true)?
@@ -390,8 +397,8 @@ impl Cache {
             let modes = Modes::prepare(&directory, requested, &db_path)?;
             let lock = DirLock::exclusive(&directory, open_wait, modes)?;
             modes.precreate(&db_path)?;
-            let notes = Notes::open(&directory, true, modes);
-            let db = Conn::new(conn::open(&db_path)?, 0, None, notes);
+            let notes = Notes::open(&directory, true, modes, kept.clone());
+            let db = Conn::new(conn::open(&db_path)?, 0, None, notes, memo.clone());
             let settings = {
                 let _call = db.live.call();
                 init_database(&db.db, &options.settings, false)?
@@ -422,6 +429,8 @@ impl Cache {
             page_size,
             conns: ThreadLocal::new(),
             read_only: options.read_only,
+            kept,
+            memo,
         };
         *inner.conns.get_or(|| RefCell::new(None)).borrow_mut() = Some(conn);
         Ok(Cache {
@@ -607,7 +616,9 @@ impl Cache {
                 &self.inner.directory,
                 !self.inner.read_only,
                 self.inner.modes,
+                self.inner.kept.clone(),
             ),
+            self.inner.memo.clone(),
         );
         {
             let _call = conn.live.call();
@@ -821,6 +832,23 @@ impl Cache {
                 Err(e)
             }
         }
+    }
+
+    /// Run the WAL checkpoint that this thread's last commit under
+    /// [`crate::without_waiting`] left for later, if it left one. A checkpoint syncs the disk;
+    /// the caller runs this once it no longer holds its own lock. A checkpoint that fails is
+    /// tried again after a later commit, as after any commit.
+    pub fn run_deferred_checkpoint(&self) -> Result<()> {
+        let Some(due) = conn::take_deferred() else {
+            return Ok(());
+        };
+        self.with_conn(|c| {
+            if c.depth == 0 {
+                // SAFETY: this thread's open connection, with no statement running.
+                unsafe { conn::run_deferred(c.db.handle(), due) };
+            }
+            Ok(())
+        })
     }
 
     /// Whether this thread has a transaction open on this handle (a `begin` without its

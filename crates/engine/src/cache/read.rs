@@ -98,7 +98,7 @@ impl Cache {
         self.remembered(|c| {
             let header = c.header()?;
             let entry = c.recent.get(&header, key)?;
-            live(entry.expire_time, now()).then(|| entry.clone())
+            live(entry.expire_time, now()).then_some(entry)
         })
     }
 
@@ -117,7 +117,7 @@ impl Cache {
             if let Some(h) = &header {
                 if let Some(e) = c.recent.get(h, key) {
                     if live(e.expire_time, now()) {
-                        return Ok(Some(e.clone()));
+                        return Ok(Some(e));
                     }
                     return Ok(None);
                 }

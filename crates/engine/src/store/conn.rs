@@ -14,6 +14,37 @@ use std::time::{Duration, Instant};
 thread_local! {
     /// When the current engine call on this thread gives up waiting for a lock.
     static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// Set while this thread runs a call that must not wait (`without_waiting`).
+    static NO_WAIT: Cell<bool> = const { Cell::new(false) };
+    /// A checkpoint that a commit under `without_waiting` left for later: the hook's
+    /// checkpoint size and the WAL's frame count after that commit.
+    static DEFERRED: Cell<Option<(usize, c_int)>> = const { Cell::new(None) };
+}
+
+/// Run `f` so that no lock is waited for: where another connection holds one, the call
+/// fails at once with `Error::Timeout` (having changed nothing), and a commit leaves its WAL
+/// checkpoint, which syncs the disk, for `Cache::run_deferred_checkpoint`. For a caller
+/// that holds a lock of its own meanwhile (the binding, Python's GIL) and makes the call
+/// again without this when it fails.
+pub fn without_waiting<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = NO_WAIT.try_with(|n| n.set(self.0));
+        }
+    }
+    let _restore = Restore(NO_WAIT.with(|n| n.replace(true)));
+    f()
+}
+
+/// Whether a commit on this thread left a checkpoint for `Cache::run_deferred_checkpoint`.
+pub fn checkpoint_deferred() -> bool {
+    DEFERRED.try_with(|d| d.get().is_some()).unwrap_or(false)
+}
+
+/// The checkpoint a commit on this thread left for later, if any (see `without_waiting`).
+pub(crate) fn take_deferred() -> Option<(usize, c_int)> {
+    DEFERRED.try_with(|d| d.take()).ok().flatten()
 }
 
 /// Sets this thread's deadline for the duration of one engine call (restoring an outer one).
@@ -23,7 +54,11 @@ pub(crate) struct Deadline {
 
 impl Deadline {
     pub(crate) fn start(timeout: Duration) -> Deadline {
-        let deadline = Instant::now().checked_add(timeout);
+        let deadline = if NO_WAIT.with(Cell::get) {
+            Some(Instant::now()) // passed by the time anything waits
+        } else {
+            Instant::now().checked_add(timeout)
+        };
         let previous = DEADLINE.with(|d| d.replace(deadline));
         Deadline { previous }
     }
@@ -154,6 +189,55 @@ unsafe extern "C" fn after_commit(
     if frames < checkpoint_frames {
         return ffi::SQLITE_OK;
     }
+    if NO_WAIT.with(Cell::get) {
+        // SAFETY: forwarded from SQLite.
+        if unsafe { wal_work_due(checkpoint_frames, db, frames) } {
+            let _ = DEFERRED.try_with(|d| d.set(Some((checkpoint_size as usize, frames))));
+        }
+        return ffi::SQLITE_OK;
+    }
+    // SAFETY: forwarded from SQLite.
+    unsafe { keep_wal_short(checkpoint_frames, db, name, frames) }
+}
+
+/// Run the checkpoint a commit left for later (`take_deferred`) on `db`, its connection.
+///
+/// # Safety
+/// `db` is an open connection, with no statement running on this thread.
+pub(crate) unsafe fn run_deferred(db: *mut ffi::sqlite3, (size, frames): (usize, c_int)) {
+    // SAFETY: per the contract.
+    unsafe { keep_wal_short(size as c_int, db, c"main".as_ptr(), frames) };
+}
+
+/// Whether `keep_wal_short` would checkpoint now: a restart is due and not backed off, or a
+/// checkpoint's worth of frames is new.
+///
+/// # Safety
+/// `db` is an open connection.
+unsafe fn wal_work_due(checkpoint_frames: c_int, db: *mut ffi::sqlite3, frames: c_int) -> bool {
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    let now = epoch.elapsed().as_millis() as u64;
+    let restart_frames = RESTART_FRAMES * checkpoint_frames / CHECKPOINT_FRAMES;
+    if frames >= restart_frames && now >= RESTART_NOT_BEFORE.load(Ordering::Relaxed) {
+        return true;
+    }
+    // SAFETY: as in `keep_wal_short`.
+    let backfilled = unsafe { crate::store::recent::wal_index(db) }
+        .map(|region| unsafe { std::ptr::read_volatile(region.add(96).cast::<u32>()) });
+    backfilled.is_none_or(|done| (frames as u32).saturating_sub(done) >= checkpoint_frames as u32)
+}
+
+/// Checkpoint once a checkpoint's worth of frames is new, and start the WAL over past
+/// `RESTART_FRAMES` (see `after_commit`).
+///
+/// # Safety
+/// `db` is an open connection and `name` one of its database names.
+unsafe fn keep_wal_short(
+    checkpoint_frames: c_int,
+    db: *mut ffi::sqlite3,
+    name: *const c_char,
+    frames: c_int,
+) -> c_int {
     let epoch = *EPOCH.get_or_init(Instant::now);
     let now = epoch.elapsed().as_millis() as u64;
     let restart_frames = RESTART_FRAMES * checkpoint_frames / CHECKPOINT_FRAMES;

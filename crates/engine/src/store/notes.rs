@@ -179,6 +179,7 @@ pub(crate) fn noted_at_commit() -> Option<Header> {
 }
 
 /// What one commit changed in the `cache` table.
+#[derive(Clone)]
 pub(crate) struct Note {
     pub(crate) before: Header,
     pub(crate) after: Header,
@@ -188,12 +189,51 @@ pub(crate) struct Note {
 
 pub(crate) struct Notes {
     file: File,
+    kept: Arc<Kept>,
+}
+
+/// Notes kept in memory: more than the file holds, since a thread that waited its turn for
+/// the GIL may find thousands of commits by the others since it last read.
+const KEPT: usize = 4096;
+
+/// The notes this handle's connections wrote lately, by change counter, shared by them: the
+/// threads of one process find each other's notes without a system call.
+pub(crate) struct Kept {
+    slots: std::sync::Mutex<Vec<Option<Arc<Note>>>>,
+}
+
+impl Kept {
+    pub(crate) fn new() -> Kept {
+        Kept {
+            slots: std::sync::Mutex::new(vec![None; KEPT]),
+        }
+    }
+
+    fn put(&self, note: Note) {
+        if let Ok(mut slots) = self.slots.lock() {
+            let at = change_counter(&note.before) as usize % KEPT;
+            slots[at] = Some(Arc::new(note));
+        }
+    }
+
+    fn get(&self, before: &Header) -> Option<Arc<Note>> {
+        let slots = self.slots.lock().ok()?;
+        slots[change_counter(before) as usize % KEPT]
+            .as_ref()
+            .filter(|n| &n.before == before)
+            .cloned()
+    }
 }
 
 impl Notes {
     /// Open (a writable handle: creating) the directory's notes file, or `None` where there
     /// is none to use: a read-only handle that finds none, or anything but a regular file.
-    pub(crate) fn open(directory: &Path, writable: bool, modes: Modes) -> Option<Notes> {
+    pub(crate) fn open(
+        directory: &Path,
+        writable: bool,
+        modes: Modes,
+        kept: Arc<Kept>,
+    ) -> Option<Notes> {
         let path = directory.join(NOTES_NAME);
         let mut options = OpenOptions::new();
         options
@@ -215,7 +255,7 @@ impl Notes {
                 file.set_len(SLOTS * SLOT as u64).ok()?;
             }
         }
-        Some(Notes { file })
+        Some(Notes { file, kept })
     }
 
     /// Write the note of one commit. A failure (a full disk) only loses the note.
@@ -237,10 +277,14 @@ impl Notes {
         let crc = crate::format::stored::checksum(&slot[AT_BEFORE..]);
         slot[AT_CRC..AT_BEFORE].copy_from_slice(&crc.to_le_bytes());
         let _ = self.file.write_all_at(&slot, offset(&note.before));
+        self.kept.put(note.clone());
     }
 
     /// The note of the commit made from `before`, if there is one and it is whole.
-    pub(crate) fn find(&self, before: &Header) -> Option<Note> {
+    pub(crate) fn find(&self, before: &Header) -> Option<Arc<Note>> {
+        if let Some(note) = self.kept.get(before) {
+            return Some(note);
+        }
         let mut slot = [0u8; SLOT];
         self.file.read_exact_at(&mut slot, offset(before)).ok()?;
         if slot[..4] != MAGIC.to_le_bytes() || slot[AT_BEFORE..AT_AFTER] != before[..] {
@@ -263,18 +307,22 @@ impl Notes {
             ),
             _ => return None,
         };
-        Some(Note {
+        Some(Arc::new(Note {
             before: *before,
             after: slot[AT_AFTER..AT_COUNT].try_into().ok()?,
             rowids,
-        })
+        }))
     }
 }
 
 /// Where the note of the commit made from `before` goes: one slot per change counter, so a
 /// reader finds it with one read.
 fn offset(before: &Header) -> u64 {
-    (u64::from(change_counter(before)) % SLOTS) * SLOT as u64
+    slot(before) as u64 * SLOT as u64
+}
+
+fn slot(before: &Header) -> usize {
+    (u64::from(change_counter(before)) % SLOTS) as usize
 }
 
 #[cfg(test)]
@@ -295,7 +343,7 @@ mod tests {
         cache
             .set(&Key::from(0), ValueRef::Int(0), &WriteOptions::default())
             .unwrap();
-        let notes = Notes::open(dir.path(), false, Modes::PRIVATE).unwrap();
+        let notes = Notes::open(dir.path(), false, Modes::PRIVATE, Arc::new(Kept::new())).unwrap();
         let mut before = published(dir.path());
         for i in 1..400i64 {
             let key = Key::from(i % 37);
@@ -316,7 +364,7 @@ mod tests {
             // The guess made at the commit frame is SQLite's header, byte for byte (a wrong
             // guess would have been written over, but only after readers had missed it).
             assert_eq!(note.after, now, "commit {i}");
-            let rowids = note.rowids.expect("one row named");
+            let rowids = note.rowids.as_ref().expect("one row named");
             assert!(!rowids.is_empty() || i % 5 == 0, "commit {i}");
             before = now;
         }
@@ -346,7 +394,7 @@ mod tests {
         cache
             .set(&Key::from(1), ValueRef::Int(1), &WriteOptions::default())
             .unwrap();
-        let notes = Notes::open(dir.path(), false, Modes::PRIVATE).unwrap();
+        let notes = Notes::open(dir.path(), false, Modes::PRIVATE, Arc::new(Kept::new())).unwrap();
         assert!(notes.find(&before).is_some());
         // One byte of the slot changed: its checksum fails.
         let path = dir.path().join(NOTES_NAME);

@@ -18,7 +18,7 @@ use rusqlite::{ffi, Connection};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::os::raw::c_void;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Size of one copy of SQLite's `WalIndexHdr`, at the start of the first shared-memory region.
 const HEADER: usize = notes::HEADER;
@@ -27,14 +27,29 @@ const MAX_VALUE: usize = 16 * 1024;
 /// At most this many bytes of values per connection (cleared when exceeded).
 const MAX_BYTES: usize = 4 * 1024 * 1024;
 const MAX_ENTRIES: usize = 8192;
-/// Notes followed at most per call; further behind than this, everything is forgotten.
-const MAX_NOTES: usize = 64;
+/// Notes followed at most per call (as many as a handle keeps in memory); further behind
+/// than this, everything is forgotten.
+const MAX_NOTES: usize = 4096;
 
 /// A queue's end: its prefix and side.
 type QueueEnd = (Option<String>, Side);
 
+/// A connection's side of the memo: its mapping of the WAL index header, the notes file and
+/// the header its open write transaction started from. The remembered entries themselves
+/// are the handle's, shared by its threads' connections (`Memo`).
 pub(crate) struct Recent {
     header: Option<Header>,
+    /// The directory's notes, where there is a file to keep them in.
+    notes: Option<Arc<Notes>>,
+    /// The header when this connection's open write transaction took the write lock.
+    writing_from: Option<Snapshot>,
+    memo: Arc<Mutex<Memo>>,
+}
+
+/// The entries one handle remembers, valid as of `snapshot`. One per handle, not per
+/// connection: a value any of its threads read serves them all, and a thread that waited for
+/// the GIL finds the entries the others kept current.
+pub(crate) struct Memo {
     snapshot: [u8; HEADER],
     /// By the key's hash: the key, its entry and the rowid it was read from.
     entries: HashMap<u64, (Key, Entry, i64)>,
@@ -43,10 +58,6 @@ pub(crate) struct Recent {
     /// Queue ends lately peeked, by (prefix, side): the live item there, or none.
     fronts: HashMap<QueueEnd, Option<(Key, Entry)>>,
     bytes: usize,
-    /// The directory's notes, where there is a file to keep them in.
-    notes: Option<Arc<Notes>>,
-    /// The header when this connection's open write transaction took the write lock.
-    writing_from: Option<Snapshot>,
 }
 
 /// The WAL index header as this connection maps it. Valid while the connection is open; the
@@ -123,34 +134,21 @@ pub(crate) fn committed_pages(db: &Connection) -> Option<i64> {
     (h[12] != 0 && pages != 0).then_some(i64::from(pages))
 }
 
-impl Recent {
-    pub(crate) fn new(notes: Option<Arc<Notes>>) -> Recent {
-        Recent {
-            header: None,
+impl Memo {
+    pub(crate) fn new() -> Memo {
+        Memo {
             snapshot: [0; HEADER],
             entries: HashMap::new(),
             rows: HashMap::new(),
             fronts: HashMap::new(),
             bytes: 0,
-            notes,
-            writing_from: None,
         }
-    }
-
-    /// The header now, or `None` when it cannot be read (not mapped yet, not initialised, or
-    /// a writer is changing it).
-    pub(crate) fn now(&mut self, db: &Connection) -> Option<[u8; HEADER]> {
-        if self.header.is_none() {
-            self.header = Header::map(db);
-        }
-        let h = self.header.as_ref()?.read_whole()?;
-        (h[12] != 0).then_some(h) // isInit
     }
 
     /// Bring the snapshot up to `header`, forgetting the entries whose rows the commits since
     /// changed. False when the notes do not reach: then everything was forgotten, and the
     /// snapshot is left for the next `put` to set.
-    fn sync(&mut self, header: &[u8; HEADER]) -> bool {
+    fn sync(&mut self, header: &[u8; HEADER], notes: Option<&Notes>) -> bool {
         if header == &self.snapshot {
             return true;
         }
@@ -158,7 +156,7 @@ impl Recent {
             self.snapshot = *header; // nothing to keep: no note needs reading
             return true;
         }
-        if let Some(notes) = self.notes.clone() {
+        if let Some(notes) = notes {
             for _ in 0..MAX_NOTES {
                 let Some(note) = notes.find(&self.snapshot) else {
                     break;
@@ -193,13 +191,52 @@ impl Recent {
         self.snapshot = note.after;
     }
 
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.rows.clear();
+        self.fronts.clear();
+        self.bytes = 0;
+    }
+}
+
+impl Recent {
+    pub(crate) fn new(notes: Option<Arc<Notes>>, memo: Arc<Mutex<Memo>>) -> Recent {
+        Recent {
+            header: None,
+            notes,
+            writing_from: None,
+            memo,
+        }
+    }
+
+    fn memo(&self) -> MutexGuard<'_, Memo> {
+        // A panic while the memo was held can only have left entries to forget.
+        self.memo.lock().unwrap_or_else(|poisoned| {
+            let mut memo = poisoned.into_inner();
+            memo.clear();
+            memo
+        })
+    }
+
+    /// The header now, or `None` when it cannot be read (not mapped yet, not initialised, or
+    /// a writer is changing it).
+    pub(crate) fn now(&mut self, db: &Connection) -> Option<[u8; HEADER]> {
+        if self.header.is_none() {
+            self.header = Header::map(db);
+        }
+        let h = self.header.as_ref()?.read_whole()?;
+        (h[12] != 0).then_some(h) // isInit
+    }
+
     /// A cached entry for `key`, if no commit since it was read changed its row.
-    pub(crate) fn get(&mut self, header: &[u8; HEADER], key: &Key) -> Option<&Entry> {
-        if !self.sync(header) {
+    pub(crate) fn get(&mut self, header: &[u8; HEADER], key: &Key) -> Option<Entry> {
+        let notes = self.notes.as_deref();
+        let mut memo = self.memo();
+        if !memo.sync(header, notes) {
             return None;
         }
-        match self.entries.get(&hash(key)) {
-            Some((k, e, _)) if k == key => Some(e),
+        match memo.entries.get(&hash(key)) {
+            Some((k, e, _)) if k == key => Some(e.clone()),
             _ => None,
         }
     }
@@ -212,28 +249,30 @@ impl Recent {
         if size > MAX_VALUE {
             return;
         }
-        if !self.sync(&header) {
-            self.snapshot = header;
+        let notes = self.notes.as_deref();
+        let mut memo = self.memo();
+        if !memo.sync(&header, notes) {
+            memo.snapshot = header;
         }
-        if self.bytes + size > MAX_BYTES || self.entries.len() >= MAX_ENTRIES {
-            self.clear();
+        if memo.bytes + size > MAX_BYTES || memo.entries.len() >= MAX_ENTRIES {
+            memo.clear();
         }
         let h = hash(key);
-        if let Some((_, old, old_row)) = self.entries.insert(h, (key.clone(), entry.clone(), rowid))
+        if let Some((_, old, old_row)) = memo.entries.insert(h, (key.clone(), entry.clone(), rowid))
         {
-            self.bytes -= size_of(&old).unwrap_or(0);
-            self.rows.remove(&old_row);
+            memo.bytes -= size_of(&old).unwrap_or(0);
+            memo.rows.remove(&old_row);
         }
-        if let Some(other) = self.rows.insert(rowid, h) {
+        if let Some(other) = memo.rows.insert(rowid, h) {
             // Another key read from this rowid earlier: that row was since deleted and its
             // rowid reused, so the earlier entry is not current.
             if other != h {
-                if let Some((_, e, _)) = self.entries.remove(&other) {
-                    self.bytes -= size_of(&e).unwrap_or(0);
+                if let Some((_, e, _)) = memo.entries.remove(&other) {
+                    memo.bytes -= size_of(&e).unwrap_or(0);
                 }
             }
         }
-        self.bytes += size;
+        memo.bytes += size;
     }
 
     /// The remembered end of a queue, if nothing was committed since it was read and the item
@@ -246,10 +285,12 @@ impl Recent {
         side: Side,
         now: f64,
     ) -> Option<Option<(Key, Entry)>> {
-        if !self.sync(header) {
+        let notes = self.notes.as_deref();
+        let mut memo = self.memo();
+        if !memo.sync(header, notes) {
             return None;
         }
-        let found = self.fronts.get(&(prefix.map(str::to_owned), side))?;
+        let found = memo.fronts.get(&(prefix.map(str::to_owned), side))?;
         match found {
             Some((_, e)) if e.expire_time.is_some_and(|t| t <= now) => None,
             other => Some(other.clone()),
@@ -263,26 +304,21 @@ impl Recent {
         side: Side,
         item: Option<(&Key, &Entry)>,
     ) {
-        if !self.sync(&header) {
-            self.snapshot = header;
-        }
         if let Some((_, e)) = item {
             if matches!(e.value, StoredValue::File(_) | StoredValue::Deferred(_)) {
                 return;
             }
         }
-        if self.fronts.len() >= 64 {
-            self.fronts.clear();
+        let notes = self.notes.as_deref();
+        let mut memo = self.memo();
+        if !memo.sync(&header, notes) {
+            memo.snapshot = header;
+        }
+        if memo.fronts.len() >= 64 {
+            memo.fronts.clear();
         }
         let item = item.map(|(k, e)| (k.clone(), e.clone()));
-        self.fronts.insert((prefix.map(str::to_owned), side), item);
-    }
-
-    pub(crate) fn clear(&mut self) {
-        self.entries.clear();
-        self.rows.clear();
-        self.fronts.clear();
-        self.bytes = 0;
+        memo.fronts.insert((prefix.map(str::to_owned), side), item);
     }
 
     /// This connection just took the write lock for a transaction (`BEGIN IMMEDIATE`): note
@@ -311,11 +347,11 @@ impl Recent {
     }
 
     /// This connection's transaction committed: make sure every other connection can find
-    /// the note of what it changed, and apply it to this one's memo. The note left at the
-    /// commit frame stands unless the header after the commit, read now, shows it guessed
-    /// wrong; nothing is noted when the commit wrote nothing, and no better note is made when
-    /// the header now cannot be shown to be this commit's (another commit already followed
-    /// it, or the WAL was started over): readers then forget everything.
+    /// the note of what it changed, and apply it to the memo. The note left at the commit
+    /// frame stands unless the header after the commit, read now, shows it guessed wrong;
+    /// nothing is noted when the commit wrote nothing, and no better note is made when the
+    /// header now cannot be shown to be this commit's (another commit already followed it,
+    /// or the WAL was started over): readers then forget everything.
     pub(crate) fn committed(&mut self, db: &Db) {
         let predicted = notes::noted_at_commit();
         let Some(before) = self.writing_from.take() else {
@@ -346,8 +382,9 @@ impl Recent {
             (None, Some(guess)) => guess,
             (None, None) => return,
         };
-        if self.snapshot == before {
-            self.apply(&Note {
+        let mut memo = self.memo();
+        if memo.snapshot == before {
+            memo.apply(&Note {
                 before,
                 after,
                 rowids,
