@@ -265,6 +265,18 @@ struct Hot {
     disk_min_file_size: i64,
 }
 
+impl Hot {
+    /// Whether every get is also a write: it counts a hit or a miss, or records the access
+    /// for the eviction policy. Such gets never use the memo of recent reads.
+    fn reads_write(&self) -> bool {
+        self.statistics
+            || matches!(
+                self.eviction_policy,
+                EvictionPolicy::LeastRecentlyUsed | EvictionPolicy::LeastFrequentlyUsed
+            )
+    }
+}
+
 impl From<&Settings> for Hot {
     fn from(s: &Settings) -> Hot {
         Hot {

@@ -36,12 +36,7 @@ impl Cache {
     pub(super) fn get_mode(&self, key: &Key, mode: FileMode) -> Result<Option<Entry>> {
         let s = self.hot();
         // A read-only handle skips the hit counts and access times rather than failing.
-        let bookkeeping = (s.statistics
-            || matches!(
-                s.eviction_policy,
-                EvictionPolicy::LeastRecentlyUsed | EvictionPolicy::LeastFrequentlyUsed
-            ))
-            && !self.inner.read_only;
+        let bookkeeping = s.reads_write() && !self.inner.read_only;
         if bookkeeping {
             return self.write(None, |db, _| {
                 let now = now();
@@ -86,13 +81,7 @@ impl Cache {
     /// enough that the binding calls it without releasing the GIL, which costs more.
     pub fn get_remembered(&self, key: &Key) -> Option<Entry> {
         let s = self.hot();
-        if (s.statistics
-            || matches!(
-                s.eviction_policy,
-                EvictionPolicy::LeastRecentlyUsed | EvictionPolicy::LeastFrequentlyUsed
-            ))
-            && !self.inner.read_only
-        {
+        if s.reads_write() && !self.inner.read_only {
             return None;
         }
         self.remembered(|c| {
@@ -185,13 +174,7 @@ impl Cache {
     /// Read many keys in one transaction; `None` for each miss.
     pub fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Entry>>> {
         let s = self.hot();
-        if (s.statistics
-            || matches!(
-                s.eviction_policy,
-                EvictionPolicy::LeastRecentlyUsed | EvictionPolicy::LeastFrequentlyUsed
-            ))
-            && !self.inner.read_only
-        {
+        if s.reads_write() && !self.inner.read_only {
             // Every read is also a write here; keep one lock round trip per key like get().
             return keys.iter().map(|k| self.get(k, false)).collect();
         }
