@@ -54,6 +54,7 @@ from shared import (
     WHY_BELOW,
     fill,
     optional_module,
+    run_facts,
     summarize,
     time_each,
     verdict,
@@ -415,10 +416,7 @@ def main(argv: list[str] | None = None) -> int:
         print("Why those rows stay below, and what closing them would cost: " + WHY_BELOW)
 
     report = {
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "cpus": os.cpu_count(),
+        **run_facts(),
         "diskcache_version": diskcache.__version__,
         "oxide_version": getattr(diskcache_oxide, "__version__", None),
         "diskcache_rs_version": rs_version,

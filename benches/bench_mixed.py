@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import diskcache
-from shared import ACTIONS, Check, print_targets, ratio_text, run_mix, write_json
+from shared import ACTIONS, Check, print_targets, ratio_text, run_facts, run_mix, write_json
 from shared import MIX_KEYS as KEYS
 
 try:
@@ -261,10 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     print((f"RUNS WITH ERRORS: {len(failed)}  " if failed else "") + f"({elapsed:.0f} s)")
 
     report = {
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "cpus": os.cpu_count(),
+        **run_facts(),
         "diskcache_version": diskcache.__version__,
         "oxide_version": diskcache_oxide.__version__,
         "quick": args.quick,

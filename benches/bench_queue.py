@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 import diskcache
-from shared import WHY_BELOW, collect, optional_module, summarize, time_each, write_json
+from shared import WHY_BELOW, collect, optional_module, run_facts, summarize, time_each, write_json
 
 try:
     import diskcache_oxide
@@ -671,10 +671,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     started = time.perf_counter()
     report: dict[str, Any] = {
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "cpus": os.cpu_count(),
+        **run_facts(),
         "versions": {
             "diskcache_oxide": diskcache_oxide.__version__,
             "diskcache": diskcache.__version__,

@@ -84,6 +84,7 @@ from shared import (
     MIX_KEYS,
     collect,
     ratio_text,
+    run_facts,
     run_mix,
     summarize,
     time_each,
@@ -1009,10 +1010,7 @@ def main(argv: list[str] | None = None) -> int:
         + f"  ({elapsed:.0f} s)"
     )
     report = {
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "cpus": os.cpu_count(),
+        **run_facts(),
         "quick": args.quick,
         "versions": versions,
         "server": "started for this run" if server is not None else "--url",

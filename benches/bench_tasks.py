@@ -55,7 +55,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from shared import summarize, write_json
+from shared import run_facts, summarize, write_json
 
 try:
     from diskcache_oxide.tasks import Task, Tasks
@@ -451,10 +451,7 @@ def main(argv: list[str] | None = None) -> int:
     write_json(
         args.json,
         {
-            "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "python": platform.python_version(),
-            "machine": platform.machine(),
-            "cpus": os.cpu_count(),
+            **run_facts(),
             "quick": args.quick,
             "versions": versions,
             "sizes": {"tasks": count, "latency_samples": samples},

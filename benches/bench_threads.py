@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import diskcache
-from shared import GET, Check, Plan, plan, print_targets, ratio_text, write_json
+from shared import GET, Check, Plan, plan, print_targets, ratio_text, run_facts, write_json
 
 try:
     import diskcache_oxide
@@ -245,10 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
     print((f"RUNS WITH ERRORS: {len(failed)}  " if failed else "") + f"({elapsed:.0f} s)")
     report = {
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "cpus": os.cpu_count(),
+        **run_facts(),
         "diskcache_version": diskcache.__version__,
         "oxide_version": diskcache_oxide.__version__,
         "quick": args.quick,

@@ -55,6 +55,7 @@ from shared import (
     optional_module,
     print_targets,
     ratio_text,
+    run_facts,
     summarize,
     time_each,
     working_set_items,
@@ -294,10 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
     print((f"GETS THAT MISSED: {', '.join(missed)}  " if missed else "") + f"({elapsed:.0f} s)")
     report = {
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "cpus": os.cpu_count(),
+        **run_facts(),
         "diskcache_version": diskcache.__version__,
         "oxide_version": diskcache_oxide.__version__,
         "lmdb_version": lmdb.__version__ if lmdb else None,

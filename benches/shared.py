@@ -10,6 +10,8 @@ import gc
 import importlib
 import json
 import multiprocessing
+import os
+import platform
 import queue
 import random
 import statistics
@@ -116,6 +118,16 @@ def collect(
             why = f"worker exit codes {[p.exitcode for p in procs]}" if crashed else "timed out"
             reports += [no_report(f"no report: {why}")] * (len(procs) - len(reports))
     return reports
+
+
+def run_facts() -> dict[str, Any]:
+    """When and where a bench ran, the first fields of every JSON report."""
+    return {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+    }
 
 
 def write_json(path: str, report: dict[str, Any]) -> None:

@@ -209,19 +209,33 @@ pub(crate) unsafe fn run_deferred(db: *mut ffi::sqlite3, (size, frames): (usize,
     unsafe { keep_wal_short(size as c_int, db, c"main".as_ptr(), frames) };
 }
 
-/// Whether `keep_wal_short` would checkpoint now: a restart is due and not backed off, or a
-/// checkpoint's worth of frames is new.
+/// Whether `keep_wal_short` would checkpoint now: a restart is due, or a checkpoint is.
 ///
 /// # Safety
 /// `db` is an open connection.
 unsafe fn wal_work_due(checkpoint_frames: c_int, db: *mut ffi::sqlite3, frames: c_int) -> bool {
-    let epoch = *EPOCH.get_or_init(Instant::now);
-    let now = epoch.elapsed().as_millis() as u64;
-    let restart_frames = RESTART_FRAMES * checkpoint_frames / CHECKPOINT_FRAMES;
-    if frames >= restart_frames && now >= RESTART_NOT_BEFORE.load(Ordering::Relaxed) {
-        return true;
-    }
-    // SAFETY: as in `keep_wal_short`.
+    // SAFETY: forwarded.
+    restart_due(checkpoint_frames, frames)
+        || unsafe { checkpoint_due(checkpoint_frames, db, frames) }
+}
+
+/// Past `RESTART_FRAMES` (scaled to the checkpoint size), unless restarts are backed off.
+fn restart_due(checkpoint_frames: c_int, frames: c_int) -> bool {
+    let now = EPOCH.get_or_init(Instant::now).elapsed().as_millis() as u64;
+    frames >= RESTART_FRAMES * checkpoint_frames / CHECKPOINT_FRAMES
+        && now >= RESTART_NOT_BEFORE.load(Ordering::Relaxed)
+}
+
+/// SQLite's own hook checkpoints after every commit once the WAL holds 1,000 frames, even
+/// when all but a few were copied back already: with readers that keep the WAL from
+/// restarting, that is two fsyncs per commit. A checkpoint is due once a checkpoint's worth
+/// of frames (1,000 at the default size) are new.
+///
+/// # Safety
+/// `db` is an open connection.
+unsafe fn checkpoint_due(checkpoint_frames: c_int, db: *mut ffi::sqlite3, frames: c_int) -> bool {
+    // SAFETY: the WAL index's first region is mapped once the connection has committed, and
+    // `nBackfill` follows the two 48-byte header copies.
     let backfilled = unsafe { crate::store::recent::wal_index(db) }
         .map(|region| unsafe { std::ptr::read_volatile(region.add(96).cast::<u32>()) });
     backfilled.is_none_or(|done| (frames as u32).saturating_sub(done) >= checkpoint_frames as u32)
@@ -238,10 +252,9 @@ unsafe fn keep_wal_short(
     name: *const c_char,
     frames: c_int,
 ) -> c_int {
-    let epoch = *EPOCH.get_or_init(Instant::now);
-    let now = epoch.elapsed().as_millis() as u64;
-    let restart_frames = RESTART_FRAMES * checkpoint_frames / CHECKPOINT_FRAMES;
-    if frames >= restart_frames && now >= RESTART_NOT_BEFORE.load(Ordering::Relaxed) {
+    if restart_due(checkpoint_frames, frames) {
+        let epoch = *EPOCH.get_or_init(Instant::now);
+        let now = epoch.elapsed().as_millis() as u64;
         let _wait = Deadline::shorten(RESTART_WAIT);
         // SAFETY: SQLite hands the hook its open connection and the database's name.
         if unsafe { checkpoint(db, name, ffi::SQLITE_CHECKPOINT_RESTART) } == ffi::SQLITE_OK {
@@ -257,18 +270,9 @@ unsafe fn keep_wal_short(
             );
         }
     }
-    // SQLite's own hook checkpoints after every commit once the WAL holds 1,000 frames, even
-    // when all but a few were copied back already: with readers that keep the WAL from
-    // restarting, that is two fsyncs per commit. Checkpoint once a checkpoint's worth of
-    // frames (1,000 at the default size) are new.
-    // SAFETY: the hook's connection is open; the WAL index's first region is mapped once the
-    // connection has committed, and `nBackfill` follows the two 48-byte header copies.
-    let backfilled = unsafe { crate::store::recent::wal_index(db) }
-        .map(|region| unsafe { std::ptr::read_volatile(region.add(96).cast::<u32>()) });
-    if let Some(done) = backfilled {
-        if (frames as u32).saturating_sub(done) < checkpoint_frames as u32 {
-            return ffi::SQLITE_OK;
-        }
+    // SAFETY: as above. Read after a restart that failed, which may have copied frames back.
+    if !unsafe { checkpoint_due(checkpoint_frames, db, frames) } {
+        return ffi::SQLITE_OK;
     }
     // SAFETY: as above. A checkpoint that fails is retried after a later commit; it never
     // fails the commit that has already happened.
