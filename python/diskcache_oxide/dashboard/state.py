@@ -286,11 +286,14 @@ class TaskRates:
         self.lock = threading.Lock()
 
     def read(self, cache: admin.AnyCache) -> dict[str, Any]:
-        """The tasks by name: totals, rates per minute, mean run time and latest failure."""
-        from ..tasks._metrics import read_totals
+        """The tasks by name: totals, rates per minute, mean run time and latest failure; at
+        most :data:`~diskcache_oxide.tasks._metrics.NAME_LIMIT` names (``unreported``: how
+        many more), entries that hold junk skipped (``bad``: how many)."""
+        from ..tasks._metrics import NAME_LIMIT, read_report
 
         now = time.time()
-        totals = read_totals(cache, buckets=False)
+        report = read_report(cache, buckets=False)
+        totals = report.totals
         counts = {name: dict(entry.counts) for name, entry in totals.items()}
         with self.lock:
             self.samples.append((now, counts))
@@ -308,6 +311,7 @@ class TaskRates:
                 else:
                     grown = entry.counts[metric] - before.get(name, {}).get(metric, 0)
                     rates[metric] = round(max(0, grown) * 60.0 / span, 3)
+            # Checked field by field when read (failure_shown): only numbers, a str, a bool.
             failure = entry.last_failure
             rows.append(
                 {
@@ -318,12 +322,19 @@ class TaskRates:
                     "last_failure": None
                     if failure is None
                     else {
-                        "error": str(failure.get("error", ""))[:300],
-                        "id": failure.get("id"),
-                        "attempt": failure.get("attempt"),
-                        "final": bool(failure.get("final")),
-                        "ago": now - float(failure.get("time", now)),
+                        "error": failure["error"],
+                        "id": failure["id"],
+                        "attempt": failure["attempt"],
+                        "final": failure["final"],
+                        "ago": now - failure["time"],
                     },
                 }
             )
-        return {"time": now, "span": span, "tasks": rows}
+        return {
+            "time": now,
+            "span": span,
+            "tasks": rows,
+            "limit": NAME_LIMIT,
+            "unreported": report.unreported,
+            "bad": report.bad,
+        }

@@ -1,0 +1,253 @@
+"""Tasks, schedules and metrics against a store someone wrote junk into (issue 29, §4).
+
+Whoever can write the store can forge a result (documented); they must not stop the workers or
+blind the operator with one bad key. Each test writes the junk a hand (or a bug) could leave,
+with the real engine on a directory and on a real redis-server, then reads it back through
+the dashboard's app, the metrics server of a real worker process, the scheduler or a waiter.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import signal
+import time
+import urllib.error
+import urllib.request
+import warnings
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import pytest
+from diskcache_oxide.tasks import _metrics
+from diskcache_oxide.tasks._app import open_store
+from tasks_support import Worker
+
+pytestmark = [pytest.mark.oxide, pytest.mark.backends("directory", "redis")]
+
+prometheus_parser = pytest.importorskip(
+    "prometheus_client.parser", reason="the metrics tests need prometheus-client"
+)
+pytest.importorskip("starlette", reason="the dashboard's tests need starlette")
+pytest.importorskip("httpx", reason="Starlette's TestClient needs httpx: requirements-dev.txt")
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", "Using `httpx` with `starlette.testclient`")
+    from starlette.testclient import TestClient  # noqa: E402
+
+from diskcache_oxide.dashboard import create_app  # noqa: E402
+
+HOST = {"base_url": "http://127.0.0.1:8000"}
+P = _metrics.PREFIX
+
+
+@pytest.fixture
+def opened(store: str) -> Iterator[Any]:
+    """A handle on the test's store (a directory, or a namespace of the test's redis-server)."""
+    cache = open_store(store)
+    try:
+        yield cache
+    finally:
+        cache.close()
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    found = {}
+    for family in prometheus_parser.text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def value(found: dict[Any, float], name: str, **labels: str) -> float:
+    return found.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def recorded(cache: Any, *names: str) -> _metrics.Recorder:
+    """A worker's recorder for ``names`` that counted two starts and a success of each, a
+    run of 0.2 s, and one failure of the first, flushed to the store."""
+    recorder = _metrics.Recorder(cache, prometheus=False)
+    for name in names:
+        recorder.count("started", name)
+        recorder.count("started", name)
+        recorder.count("succeeded", name)
+        recorder.observe("run", name, 0.2)
+    recorder.failure(names[0], 7, 1, "ValueError: boom", False)
+    recorder.flush()
+    return recorder
+
+
+# ---- one malformed entry: skipped and counted, the rest served ----------------------------
+
+
+def test_junk_metric_entries_are_skipped_counted_and_the_rest_served(
+    store: str, opened: Any
+) -> None:
+    recorded(opened, "app.good", "app.junk")
+    # What a hand could write: an old-style key whose bucket is not a number, a counter
+    # holding a str, a failure whose time is not a number, one whose id is bytes (which JSON
+    # cannot carry), a registry with a non-name in it.
+    opened.set(P + "wait.bucket.x:app.good", 1)
+    opened.set(P + "started:app.junk", "junk")
+    opened.set(P + "run.count:app.junk", -5)
+    opened.set(P + "last_failure:app.junk", {"time": "junk", "id": 1, "attempt": 1})
+    opened.set(
+        P + "last_failure:app.good",
+        {"time": 1e400, "id": b"x", "attempt": 1, "error": "e", "final": True},
+    )
+    registry = getattr(_metrics, "NAMES_KEY", None)  # the layout before issue 29 had none
+    names = None if registry is None else opened.get(registry)
+    if isinstance(names, dict):
+        opened.set(registry, {"names": [*names["names"], 42, "", None]})
+
+    with TestClient(create_app(store), **HOST) as client:
+        metrics = client.get("/metrics")
+        tasks = client.get("/api/tasks")
+    assert metrics.status_code == 200, metrics.text
+    found = samples(metrics.text)
+    assert value(found, "diskcache_oxide_tasks_started_total", task="app.good") == 2
+    assert value(found, "diskcache_oxide_tasks_succeeded_total", task="app.junk") == 1
+    assert value(found, "diskcache_oxide_task_run_seconds_count", task="app.good") == 1
+    assert value(found, "diskcache_oxide_tasks_bad_entries") >= 6
+    assert tasks.status_code == 200, tasks.text
+    shown = tasks.json()
+    rows = {row["name"]: row for row in shown["tasks"]}
+    assert sorted(rows) == ["app.good", "app.junk"]
+    assert rows["app.good"]["started"] == 2 and rows["app.junk"]["started"] == 0
+    assert rows["app.good"]["last_failure"] is None  # its id was bytes, its time infinite
+    assert rows["app.junk"]["last_failure"] is None
+    assert shown["bad"] >= 6
+
+
+def test_a_counter_holding_junk_is_replaced_at_the_next_flush(
+    opened: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    recorder = _metrics.Recorder(opened, prometheus=False)
+    opened.set(P + "started:app.t", "junk")
+    opened.set(P + "succeeded:app.t", 2.5)
+    recorder.count("started", "app.t")
+    recorder.count("succeeded", "app.t")
+    with caplog.at_level(logging.WARNING, "diskcache_oxide.tasks"):
+        recorder.flush()
+        recorder.count("started", "app.t")
+        recorder.flush()
+    # Replaced once, then counted on: one bad key does not stop every later flush.
+    assert opened.get(P + "started:app.t") == 2
+    assert not recorder.pending.counts
+    replaced = [r for r in caplog.records if "held junk" in r.getMessage()]
+    assert len(replaced) == 1, caplog.text
+    assert "could not be written" not in caplog.text
+
+
+# ---- 10,000 names: a bounded scrape, the worker's own names first -------------------------
+
+
+def test_ten_thousand_names_make_a_bounded_scrape_with_the_worker_s_names_first(
+    store: str, opened: Any
+) -> None:
+    hostile = [f"aaa.forged{i:05d}" for i in range(10_000)]
+    # Written as a worker would have: a counter per name, and the registry listing them all.
+    for start in range(0, len(hostile), 1000):
+        opened.set_many({f"{P}started:{name}": 1 for name in hostile[start : start + 1000]})
+    opened.set(_metrics.NAMES_KEY, {"names": hostile})
+    bare = _metrics.read_report(opened)
+    assert len(bare.totals) == _metrics.NAME_LIMIT
+    assert bare.unreported == len(hostile) - _metrics.NAME_LIMIT
+
+    recorded(opened, "zzz.mine")  # sorts after every forged name, and is still reported
+    with TestClient(create_app(store), **HOST) as client:
+        began = time.perf_counter()
+        metrics = client.get("/metrics")
+        took = time.perf_counter() - began
+        tasks = client.get("/api/tasks")
+    assert metrics.status_code == 200 and tasks.status_code == 200
+    found = samples(metrics.text)
+    assert value(found, "diskcache_oxide_tasks_started_total", task="zzz.mine") == 2
+    reported = {labels for (name, labels) in found if name == "diskcache_oxide_tasks_started_total"}
+    assert len(reported) == _metrics.NAME_LIMIT
+    assert value(found, "diskcache_oxide_tasks_unreported_names") == len(hostile) + 1 - 200
+    # Today's numbers were 26 MB and 3.4 s for /metrics, 1.75 MB for /api/tasks.
+    assert len(metrics.content) < 1_000_000, len(metrics.content)
+    assert len(tasks.content) < 100_000, len(tasks.content)
+    assert took < 2.0, took
+    shown = tasks.json()
+    assert "zzz.mine" in {row["name"] for row in shown["tasks"]}
+    assert len(shown["tasks"]) == _metrics.NAME_LIMIT
+    assert shown["unreported"] == len(hostile) + 1 - 200
+
+
+@pytest.mark.backends("redis")
+def test_the_totals_on_redis_are_read_without_listing_the_namespace(opened: Any) -> None:
+    recorded(opened, "app.a", "app.b")
+    for start in range(0, 20_000, 2000):
+        opened.set_many({f"other:{i}": i for i in range(start, start + 2000)})
+    client = opened.client
+
+    def calls() -> dict[str, int]:
+        # Commands called inside a script count too: a listing shows as ZRANGE, SCAN...
+        stats = client.info("commandstats")
+        return {name: entry["calls"] for name, entry in stats.items()}
+
+    before = calls()
+    totals = _metrics.read_totals(opened)
+    after = calls()
+    made = {name: n - before.get(name, 0) for name, n in after.items() if n > before.get(name, 0)}
+    assert sorted(totals) == ["app.a", "app.b"]
+    assert totals["app.a"].counts["started"] == 2
+    # The registry and the keys of its names, in a script or two: no listing of the keys.
+    listing = {n: c for n, c in made.items() if any(w in n for w in ("scan", "range", "keys"))}
+    assert not listing, made
+    assert made.get("cmdstat_evalsha", 0) <= 3, made
+
+
+# ---- the worker's metrics server: a Host check, a warning on a wildcard -------------------
+
+
+def _metrics_url(worker: Worker) -> str:
+    worker.wait_for_log("metrics at http://")
+    found = re.search(r"metrics at http://[^:]+:(\d+)/metrics", worker.log)
+    assert found, worker.log
+    return f"http://127.0.0.1:{found.group(1)}/metrics"
+
+
+def _get(url: str, host: str) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, headers={"Host": host})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+@pytest.mark.slow
+@pytest.mark.backends("directory")
+def test_the_worker_s_metrics_server_answers_only_to_its_own_host_names(
+    app: ModuleType, store: str, start_worker: Any
+) -> None:
+    worker = start_worker(store, "--metrics-port", "0", "--pool", "thread")
+    url = _metrics_url(worker)
+    port = url.split(":")[2].split("/")[0]
+    status, body = _get(url, f"127.0.0.1:{port}")
+    assert status == 200 and b"diskcache_oxide_jobs" in body
+    assert _get(url, f"localhost:{port}")[0] == 200
+    # A DNS-rebinding page reaches the port under its own name: refused, no names read.
+    status, body = _get(url, f"attacker.example:{port}")
+    assert status == 400 and b"diskcache_oxide" not in body
+    assert "reachable from other machines" not in worker.log
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+
+
+@pytest.mark.slow
+@pytest.mark.backends("directory")
+def test_a_wildcard_metrics_host_is_warned_of(
+    app: ModuleType, store: str, start_worker: Any
+) -> None:
+    worker = start_worker(
+        store, "--metrics-port", "0", "--metrics-host", "0.0.0.0", "--pool", "thread"
+    )
+    url = _metrics_url(worker)
+    assert "0.0.0.0" in worker.log and "reachable from other machines" in worker.log
+    assert _get(url, "anything.example")[0] == 200  # bound to every address: any name
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
