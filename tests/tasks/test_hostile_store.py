@@ -251,3 +251,93 @@ def test_a_wildcard_metrics_host_is_warned_of(
     assert _get(url, "anything.example")[0] == 200  # bound to every address: any name
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0
+
+
+# ---- a schedule's state: junk is said once and replaced, catch-up is bounded -------------
+
+
+def _periodic(store: str, **schedule: Any) -> tuple[Any, Any]:
+    """An app on ``store`` with one periodic task of ``schedule`` (a name of its own)."""
+    import diskcache_oxide as dc
+
+    tasks = dc.Tasks(store)
+    name = f"hostile.beat{time.monotonic_ns()}"
+
+    @tasks.periodic(name=name, **schedule)
+    def beat(tick: float = 0.0) -> float:
+        return tick
+
+    return tasks, beat
+
+
+def _queued(tasks: Any) -> list[float]:
+    found = []
+    while (job := tasks.jobs.take(timeout=0)) is not None:
+        found.append(job.value["kwargs"]["tick"])
+        tasks.jobs.finish(job)
+    return found
+
+
+@pytest.mark.parametrize(
+    "junk",
+    [{"last": "junk"}, {"last": float("inf")}, {"last": 1e300}, {"last": -5.0}, "junk", []],
+    ids=["str", "inf", "far-future", "negative", "not-a-dict", "a-list"],
+)
+def test_a_junk_schedule_state_is_said_once_and_replaced_and_the_task_fires(
+    store: str, junk: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    from diskcache_oxide.tasks._schedules import STATE_PREFIX, Scheduler
+
+    tasks, beat = _periodic(store, every=60)
+    tasks.cache.set(STATE_PREFIX + beat.name, junk)
+    scheduler = Scheduler(tasks.jobs, [beat])
+    now = time.time()
+    tick = beat.cadence.latest(now)
+    with caplog.at_level(logging.INFO, "diskcache_oxide.tasks"):
+        scheduler.run_pass(now)
+        assert _queued(tasks) == [tick]
+        assert tasks.cache.get(STATE_PREFIX + beat.name) == {"last": tick}
+        scheduler.run_pass(now + 60)  # the next tick: the schedule goes on
+        assert _queued(tasks) == [tick + 60]
+    said = [r.getMessage() for r in caplog.records if "replaced" in r.getMessage()]
+    assert len(said) == 1, caplog.text
+    assert beat.name in said[0]
+    assert beat.last_tick == tick + 60
+
+
+def test_the_junk_a_schedule_state_held_is_logged_escaped(
+    store: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from diskcache_oxide.tasks._schedules import STATE_PREFIX, Scheduler
+
+    tasks, beat = _periodic(store, every=60)
+    tasks.cache.set(STATE_PREFIX + beat.name, {"last": "\x1b[2J\nINFO forged line"})
+    with caplog.at_level(logging.WARNING, "diskcache_oxide.tasks"):
+        Scheduler(tasks.jobs, [beat]).run_pass()
+    said = [r.getMessage() for r in caplog.records if "replaced" in r.getMessage()]
+    assert len(said) == 1, caplog.text
+    assert "\x1b" not in said[0] and "\n" not in said[0]
+    assert "\\x1b[2J\\nINFO forged line" in said[0]
+
+
+@pytest.mark.parametrize("schedule", [{"cron": "* * * * *"}, {"every": 60}], ids=["cron", "every"])
+@pytest.mark.parametrize("missed", ["skip", "catch_up"])
+def test_a_last_tick_of_1970_costs_what_a_recent_one_does(
+    store: str, schedule: dict[str, Any], missed: str
+) -> None:
+    from diskcache_oxide.tasks._schedules import CLAIM_WINDOW, STATE_PREFIX, Scheduler
+
+    pytest.importorskip("cronsim", reason="cron schedules need cronsim")
+    tasks, beat = _periodic(store, missed=missed, max_catch_up=3, **schedule)
+    tasks.cache.set(STATE_PREFIX + beat.name, {"last": 0})
+    now = time.time()
+    tick = beat.cadence.latest(now)
+    began = time.perf_counter()
+    Scheduler(tasks.jobs, [beat]).run_pass(now)
+    took = time.perf_counter() - began
+    fired = _queued(tasks)
+    caught = [tick - 60 * i for i in (3, 2, 1)] if missed == "catch_up" else []
+    assert fired == [*caught, tick]
+    # Every minute since 1970 was missed; those not caught up are counted, not walked.
+    assert beat.missed_count == round(tick / 60) - 1 - len(caught)
+    assert took < 2.0 + CLAIM_WINDOW * 0.01, took  # a claim per tick of the window, no more

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import functools
 import inspect
+import math
 import os
 import threading
 import time
@@ -81,17 +82,28 @@ class Tasks:
     :param pickle: read and write pickles for values the safe format cannot express (off by
         default, as for the cache; only where every writer is trusted). Applies to a store
         this opens; a Cache given keeps its own setting
+    :param strict: on Redis, refuse (``remote.UnsupportedError``) a server whose
+        ``maxmemory-policy`` may evict the jobs, results or schedules, instead of one
+        ``remote.EvictionWarning`` (issue 29, D-060)
 
     Arguments and results are stored in the safe format: ``delay()`` refuses what the store
     cannot hold, before anything is queued.
     """
 
-    def __init__(self, cache_or_url: Any, queue: str = "default", *, pickle: bool = False) -> None:
+    def __init__(
+        self,
+        cache_or_url: Any,
+        queue: str = "default",
+        *,
+        pickle: bool = False,
+        strict: bool = False,
+    ) -> None:
         if not isinstance(queue, str) or not queue or "\0" in queue:
             raise ValueError(f"queue must be a non-empty str without NUL characters, not {queue!r}")
         self._spec = cache_or_url
         self._queue = queue
         self._pickle = bool(pickle)
+        self._strict = bool(strict)
         self._lock = threading.Lock()
         self._cache: Any = None
         self._pid = 0
@@ -137,7 +149,12 @@ class Tasks:
         cache = self.cache
         with self._lock:
             if self._jobs is None:
-                self._jobs = JobQueue(cache, self._queue)
+                if type(cache).__module__.startswith("diskcache_oxide.remote"):
+                    # Results and tick claims carry a TTL, jobs none: see remote._policy.
+                    from ..remote._policy import check_eviction
+
+                    check_eviction(cache, "tasks", strict=self._strict)
+                self._jobs = JobQueue(cache, self._queue, strict=self._strict)
             return self._jobs
 
     @property
@@ -485,10 +502,13 @@ class PeriodicTask(Task[R]):
         worker has seen the schedule."""
         state = self.app.cache.get(STATE_PREFIX + self.name)
         last = state.get("last") if isinstance(state, dict) else None
-        return float(last) if isinstance(last, (int, float)) else None
+        if isinstance(last, bool) or not isinstance(last, (int, float)):
+            return None
+        return float(last) if math.isfinite(last) else None  # junk: the next tick replaces it
 
     @property
     def missed_count(self) -> int:
         """How many ticks were missed while no worker ran and not run (skipped, or beyond
         ``max_catch_up``)."""
-        return int(self.app.cache.get(STATE_PREFIX + self.name + ".missed", 0))
+        count = self.app.cache.get(STATE_PREFIX + self.name + ".missed", 0)
+        return count if type(count) is int else 0  # junk: the next missed tick replaces it

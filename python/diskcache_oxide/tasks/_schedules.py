@@ -19,6 +19,13 @@ settled (``{"last": time}``); ``...<name>.missed`` counts the missed ticks (``in
 strictly between the last one and the one now due were missed (no worker ran then): each is
 claimed too, and under ``missed="skip"`` counted, under ``missed="catch_up"`` queued (the most
 recent ``max_catch_up`` of them; the older ones are counted). The tick now due always runs.
+
+Whoever can write the store can write junk into a schedule's state (issue 29): a ``last`` that
+is not a finite number, or one further ahead of the clock than clocks disagree
+(:data:`CLAIM_FLOOR`), is logged once, escaped, and replaced by the tick now due, which runs;
+the schedule goes on from it. Counting the missed ticks never walks more than the window of
+ticks it may claim: ``every=`` counts them arithmetically, ``cron=`` walks back from the tick
+now due at most the window and one more, and estimates the older ones from their spacing.
 """
 
 from __future__ import annotations
@@ -28,10 +35,11 @@ import logging
 import math
 import threading
 import time
-from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from ..cli._output import shown
+from ..errors import DecodeError
 from ._payload import make_call
 
 if TYPE_CHECKING:
@@ -66,9 +74,6 @@ CLAIM_FLOOR = 600.0
 
 #: How often the scheduler looks at the clock (seconds).
 PASS_EVERY = 0.1
-
-#: At most this many missed ticks of a cron schedule are walked to count them.
-COUNT_LIMIT = 1_000_000
 
 _log = logging.getLogger("diskcache_oxide.tasks")
 
@@ -162,18 +167,33 @@ class Cron:
         return next(self._from(tick)).timestamp()
 
     def between(self, after: float, before: float, keep: int) -> tuple[int, list[float]]:
-        """How many ticks lie strictly between two ticks (at most :data:`COUNT_LIMIT` are
-        walked), and the last ``keep`` of them."""
-        count = 0
-        kept: deque[float] = deque(maxlen=max(keep, 0) or None)
-        for at in self._from(after):
-            when = at.timestamp()
-            if when >= before or count >= COUNT_LIMIT:
-                break
-            count += 1
-            if keep > 0:
-                kept.append(when)
-        return count, list(kept)
+        """How many ticks lie strictly between two ticks, and the last ``keep`` of them.
+
+        Walks back from ``before``, at most ``keep + 1`` ticks: a ``last`` of years ago (or
+        of 0) costs what a recent one does. When more ticks lie between, those older than the
+        walk are estimated from the walked ticks' mean spacing (exact for a cron whose ticks
+        are evenly spaced, as ``*/5 * * * *``; a count of missed ticks either way)."""
+        walked: list[float] = []
+        reached = False
+        try:
+            for at in self._from(before, reverse=True):  # strictly before `before`
+                when = at.timestamp()
+                if when <= after:
+                    reached = True
+                    break
+                if len(walked) > keep:
+                    break
+                walked.append(when)
+        except StopIteration:  # no earlier time within cronsim's reach
+            reached = True
+        walked.reverse()
+        kept = walked[-keep:] if keep > 0 else []
+        if reached or not walked:
+            return len(walked), kept
+        oldest = walked[0]
+        spacing = (before - oldest) / len(walked)
+        older = max(0, math.ceil((oldest - after) / spacing) - 1) if spacing > 0 else 0
+        return len(walked) + older, kept
 
 
 class Scheduler:
@@ -214,9 +234,11 @@ class Scheduler:
         if not self.claim(task, tick, "fired"):
             return
         state_key = STATE_PREFIX + task.name
-        state = self.cache.get(state_key)
-        last = state.get("last") if isinstance(state, dict) else None
-        if not isinstance(last, (int, float)):
+        last, bad = self.read_last(state_key, tick)
+        if bad is not None:
+            self.replace_state(task, tick, bad)
+            return
+        if last is None:
             # First sighting: a schedule starts with the tick after it is first seen, so a
             # daily cron first seen at 15:00 does not run its 09:00 tick then. `add`, so that
             # of two workers that each claimed a tick before either stored the state, one
@@ -229,9 +251,8 @@ class Scheduler:
                     _when(task.cadence.next_after(tick)),
                 )
                 return
-            state = self.cache.get(state_key)
-            last = state.get("last") if isinstance(state, dict) else None
-            if not isinstance(last, (int, float)) or tick <= last:
+            last, _ = self.read_last(state_key, tick)
+            if last is None or tick <= last:
                 return  # the other's first tick is this one's or later: it starts there
         if tick <= last:
             # Only a worker whose clock is behind the one that settled `last` gets here.
@@ -260,7 +281,15 @@ class Scheduler:
             else:
                 skipped += 1
         if skipped:
-            self.cache.incr(state_key + ".missed", skipped)
+            try:
+                self.cache.incr(state_key + ".missed", skipped)
+            except TypeError:  # junk where the count goes: counted afresh, said once
+                _log.warning(
+                    "%s: the count of missed ticks (%s) held junk; it is replaced",
+                    shown(task.name),
+                    shown(state_key + ".missed"),
+                )
+                self.cache.set(state_key + ".missed", skipped)
         if skipped or caught_up:
             _log.warning(
                 "%s: %d tick(s) missed since %s: %d skipped, %d caught up",
@@ -271,11 +300,46 @@ class Scheduler:
                 caught_up,
             )
         self.fire(task, tick)
-        state = self.cache.get(state_key)
-        if not (isinstance(state, dict) and isinstance(state.get("last"), (int, float))) or (
-            state["last"] < tick
-        ):
+        stored, bad = self.read_last(state_key, tick)
+        if bad is not None or stored is None or stored < tick:
             self.cache.set(state_key, {"last": tick})
+
+    def read_last(self, state_key: str, tick: float) -> tuple[float | None, str | None]:
+        """The schedule's last settled tick (None before the first), or, for a state that
+        cannot be one, None and a short escaped description of what it holds: not a dict
+        with a finite number under ``last``, or a ``last`` further ahead of the clock (and of
+        ``tick``) than clocks may disagree (:data:`CLAIM_FLOOR`)."""
+        try:
+            state = self.cache.get(state_key)
+        except DecodeError as error:
+            return None, f"a value this process cannot decode ({type(error).__name__})"
+        if state is None:
+            return None, None
+        last = state.get("last") if isinstance(state, dict) else None
+        if (
+            isinstance(last, bool)
+            or not isinstance(last, (int, float))
+            or not math.isfinite(last)
+            or last < 0  # before 1970: no schedule of ours settled that
+        ):
+            return None, shown(repr(state)[:120])
+        if last > max(tick, time.time()) + CLAIM_FLOOR:
+            return None, f"a last tick in the future ({_when(last)})"
+        return float(last), None
+
+    def replace_state(self, task: PeriodicTask[Any], tick: float, bad: str) -> None:
+        """A state that is junk (written by hand, or damaged): said once, replaced by the
+        tick now due, which runs (how many ticks were missed cannot be known)."""
+        _log.warning(
+            "%s: the schedule's state %s held %s, not the time of its last tick; replaced: "
+            "the tick at %s runs and the schedule goes on from it",
+            shown(task.name),
+            shown(STATE_PREFIX + task.name),
+            bad,
+            _when(tick),
+        )
+        self.fire(task, tick)
+        self.cache.set(STATE_PREFIX + task.name, {"last": tick})
 
     def fire(self, task: PeriodicTask[Any], tick: float) -> int:
         """Queue a tick's job; returns its id."""
@@ -295,6 +359,9 @@ class Scheduler:
 
 
 def _when(tick: float) -> str:
-    return datetime.datetime.fromtimestamp(tick, datetime.timezone.utc).isoformat(
-        timespec="milliseconds"
-    )
+    try:
+        return datetime.datetime.fromtimestamp(tick, datetime.timezone.utc).isoformat(
+            timespec="milliseconds"
+        )
+    except (OverflowError, ValueError, OSError):  # a time no datetime holds (junk)
+        return repr(tick)
