@@ -341,3 +341,61 @@ def test_a_last_tick_of_1970_costs_what_a_recent_one_does(
     # Every minute since 1970 was missed; those not caught up are counted, not walked.
     assert beat.missed_count == round(tick / 60) - 1 - len(caught)
     assert took < 2.0 + CLAIM_WINDOW * 0.01, took  # a claim per tick of the window, no more
+
+
+# ---- a waiter meets junk on its wake queue; an id past 64 bits ---------------------------
+
+
+def _junk_on_the_wake_queue(store: str, task_id: int) -> None:
+    """A value a handle without pickle cannot decode (a pickle), pushed where the worker's
+    wake token goes: it stays in front of any token."""
+    import argparse
+
+    from diskcache_oxide.tasks._payload import wake_prefix
+
+    writer = open_store(store, pickle=True)
+    try:
+        writer.push(argparse.Namespace(forged=True), prefix=wake_prefix(task_id))
+    finally:
+        writer.close()
+
+
+def test_junk_on_the_wake_queue_is_ignored_until_the_timeout(app: ModuleType, store: str) -> None:
+    from diskcache_oxide import ResultTimeout
+
+    result = app.add.delay(1, 2)  # no worker: it stays queued
+    _junk_on_the_wake_queue(store, result.id)
+    began = time.monotonic()
+    with pytest.raises(ResultTimeout):
+        result.get(timeout=1)
+    assert time.monotonic() - began >= 0.9
+
+
+@pytest.mark.slow
+def test_a_waiter_behind_junk_still_gets_the_result_a_worker_stores(
+    app: ModuleType, store: str, start_worker: Any
+) -> None:
+    import asyncio
+
+    result = app.add.delay(20, 22)
+    _junk_on_the_wake_queue(store, result.id)
+    worker = start_worker(store, "--pool", "thread")
+    assert result.get(timeout=60) == 42
+    assert asyncio.run(result.aget(timeout=10)) == 42
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+
+
+@pytest.mark.parametrize("task_id", [2**70, 2**63, -(2**70), 0])
+def test_an_id_no_store_can_hold_is_the_same_task_error_on_every_store(
+    app: ModuleType, task_id: int
+) -> None:
+    from diskcache_oxide import TaskError
+
+    result = app.tasks.result(task_id)
+    assert result.status == "unknown" and not result.ready()
+    with pytest.raises(TaskError, match=f"no task {task_id} in "):
+        result.get()
+    with pytest.raises(TaskError, match=f"no task {task_id} in "):
+        result.get(timeout=0)
+    assert result.cancel() is False

@@ -171,7 +171,9 @@ class Tasks:
         return read_totals(self.cache, first=own)
 
     def result(self, task_id: int) -> TaskResult:
-        """The :class:`TaskResult` of a task id kept elsewhere (a web request's session)."""
+        """The :class:`TaskResult` of a task id kept elsewhere (a web request's session).
+        An id that is no task's here (one past 64 bits included) gives a result whose
+        status is ``unknown`` and whose ``get()`` raises :class:`TaskError`, on every store."""
         if isinstance(task_id, bool) or not isinstance(task_id, int):
             raise TypeError(f"task_id must be an int, not {type(task_id).__name__}")
         return TaskResult(self, task_id)

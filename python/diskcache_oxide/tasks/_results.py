@@ -12,6 +12,11 @@ result expired (or the id was never a task's here).
 The only re-check that is not a wake is a backstop every :data:`RECHECK` seconds, for a job
 that reached the dead letters without a worker recording it (its last lease ran out: the
 worker was killed), which nobody wakes for.
+
+Whoever can write the store can put junk on a wake queue (a pickle, an unknown type: a value
+this process cannot decode). A pull cannot take it, so it stays in front of any token; a
+waiter that meets it checks the task every :data:`JUNK_POLL` seconds instead, until its
+timeout, rather than raise (issue 29).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import UnsupportedTypeError
+from ..errors import DecodeError, UnsupportedTypeError
 from ._errors import ResultTimeout, TaskCancelled, TaskError, TaskFailed
 from ._payload import ERROR_LIMIT, result_key, wake_prefix
 
@@ -50,6 +55,14 @@ STATUSES: tuple[Status, ...] = (
 RECHECK = 2.0
 
 _TOKEN = 1
+
+#: Seconds between a waiter's checks while junk on its wake queue keeps it from being woken.
+JUNK_POLL = 0.05
+
+#: Job ids are positive 64-bit ints on every store (SQLite's rowids, Redis's INCR): an id
+#: outside them is no task's, on a directory as on Redis, without asking the store (a
+#: directory's engine would raise OverflowError on an id past 64 bits).
+_ID_RANGE = range(1, 2**63)
 
 
 def store_record(cache: Any, task_id: int, record: dict[str, Any], expire: float | None) -> None:
@@ -122,6 +135,8 @@ class TaskResult:
     def _state(self) -> tuple[Status, dict[str, Any] | None, Any]:
         # The job first, then the record: the worker writes the record before it settles
         # the job, so a job that is gone with no record means there is none to wait for.
+        if self.id not in _ID_RANGE:
+            return "unknown", None, None
         info = self._tasks.jobs.get(self.id)
         if info is not None and info.state != "dead":
             return ("running" if info.state == "leased" else "queued"), None, info
@@ -178,7 +193,10 @@ class TaskResult:
         if done:
             return done, value
         cache = self._tasks.cache
-        key, _ = cache.pull(prefix=wake_prefix(self.id), timeout=seconds)
+        try:
+            key, _ = cache.pull(prefix=wake_prefix(self.id), timeout=seconds)
+        except DecodeError:
+            return self._poll(seconds)
         if key is None:
             return False, None
         done, value = self._outcome_or_failure()
@@ -187,6 +205,17 @@ class TaskResult:
             # unfinished, as after an operator's requeue: the waiter would spin on it.)
             wake(cache, self.id)
         return done, value
+
+    def _poll(self, seconds: float) -> tuple[bool, Any]:
+        """Wait up to ``seconds`` by checking the task every :data:`JUNK_POLL` seconds: for
+        a wake queue with junk in front, which no pull can pass."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(JUNK_POLL, left))
+            done, value = self._outcome_or_failure()
+            if done:
+                return done, value
+        return False, None
 
     def _outcome_or_failure(self) -> tuple[bool, Any]:
         try:
@@ -242,6 +271,8 @@ class TaskResult:
         safely; a task taken by a worker at the very moment of the cancel may still run. A
         cancelled task's ``get()`` raises :class:`TaskCancelled`.
         """
+        if self.id not in _ID_RANGE:
+            return False
         jobs = self._tasks.jobs
         info = jobs.get(self.id)
         if info is None or info.state != "ready":
