@@ -28,6 +28,8 @@ __all__ = [
     "claim_count",
     "claims",
     "entry",
+    "eviction",
+    "forgotten_jobs",
     "frame",
     "hits_misses",
     "is_redis",
@@ -209,6 +211,26 @@ def hits_misses(cache: Any) -> tuple[int, int]:
 def statistics_on(cache: Any) -> bool:
     """Whether the namespace counts hits and misses."""
     return _statistics(cache)[2]
+
+
+# ---- the server's eviction and the jobs it cost ---------------------------------------------
+
+
+def eviction(cache: Any) -> dict[str, Any]:
+    """The server's ``maxmemory``, ``maxmemory_policy`` (each master's on a cluster; ``unknown
+    (why)`` where a managed server refuses ``CONFIG``) and ``jobs_and_claims``: whether that
+    policy keeps the namespace's jobs and claims or may evict them (issue 29)."""
+    from .remote import _policy
+
+    found: dict[str, Any] = _policy.describe(cache.client)
+    return found
+
+
+def forgotten_jobs(cache: Any) -> dict[str, int]:
+    """How many ids of each job queue were forgotten because their record was gone from the
+    server (evicted, or deleted or overwritten by another program), by queue."""
+    found: dict[str, int] = _run(cache, _inspect_ops().forgotten_jobs(cache))
+    return found
 
 
 # ---- claims ---------------------------------------------------------------------------------

@@ -634,19 +634,10 @@ def _job_counts(cache: AnyCache) -> dict[str, dict[str, int]]:
 
 def server_memory(cache: Any) -> dict[str, Any]:
     """The Redis server's ``maxmemory`` and ``maxmemory_policy``, which govern a namespace's
-    size where a directory has ``size_limit``; empty if the server does not let a client read
-    them (a managed service may refuse CONFIG)."""
-    try:
-        found = cache.client.config_get("maxmemory*")
-    except Exception:
-        return {}
-    out: dict[str, Any] = {}
-    for name in ("maxmemory", "maxmemory-policy"):
-        value = found.get(name.encode(), found.get(name))
-        if value is not None:
-            text = value.decode() if isinstance(value, bytes) else str(value)
-            out[name.replace("-", "_")] = int(text) if text.isdigit() else text
-    return out
+    size where a directory has ``size_limit`` (each master's on a cluster; ``unknown (why)``
+    if the server does not let a client read them: a managed service may refuse CONFIG), and
+    ``jobs_and_claims``: whether that policy keeps jobs and claims (issue 29)."""
+    return _redis.eviction(cache)
 
 
 def info(cache: AnyCache) -> dict[str, Any]:
@@ -676,6 +667,9 @@ def info(cache: AnyCache) -> dict[str, Any]:
             "volume": None,
             "hits": hits,
             "misses": misses,
+            # Jobs whose record was gone from the server (evicted, or deleted by another
+            # program), forgotten by a take: by queue (issue 29).
+            "jobs_forgotten": _redis.forgotten_jobs(cache),
             **common,
         }
     # The counters as stored: stats() would switch counting on or off (a write).

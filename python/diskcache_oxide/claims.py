@@ -126,7 +126,7 @@ def _if_computing(value: object) -> Literal["wait", "skip"]:
     return cast(Literal["wait", "skip"], value)
 
 
-def backend_of(cache: Cache | RedisCache) -> ClaimRegistry:
+def backend_of(cache: Cache | RedisCache, *, strict: bool = False) -> ClaimRegistry:
     """The storage of ``cache``'s claims and values (:class:`ClaimBackend`): the cache
     directory's, through its one adapter (``_directory_claims``), or a
     :class:`~diskcache_oxide.remote.RedisCache` namespace's
@@ -138,7 +138,7 @@ def backend_of(cache: Cache | RedisCache) -> ClaimRegistry:
     if remote is not None and isinstance(cache, remote.RedisCache):
         from .remote.claims import RedisClaims
 
-        return RedisClaims(cache)
+        return RedisClaims(cache, strict=strict)
     raise TypeError(f"cache must be a Cache or a RedisCache, not {type(cache).__name__}")
 
 
@@ -151,6 +151,10 @@ class Claims:
     :param cache: the cache whose directory holds the claims
     :param namespace: keeps separate sets of claims on the same keys apart (default
         ``'default'``)
+    :param strict: on Redis, refuse (``remote.UnsupportedError``) a server whose
+        ``maxmemory-policy`` may evict claims (``allkeys-*``, and ``volatile-*`` too: a claim
+        carries its lease as a TTL), instead of one ``remote.EvictionWarning`` per namespace
+        and process (issue 29, D-058); a directory ignores it
 
     ``try_acquire`` returns a :class:`Claim` or None at once; ``acquire`` waits up to
     ``timeout`` (woken when the holder releases the claim or its lease runs out); ``hold``
@@ -161,8 +165,10 @@ class Claims:
             ...  # nobody else holds the claim here (for up to 30 s)
     """
 
-    def __init__(self, cache: Cache | RedisCache, namespace: str = "default") -> None:
-        backend = backend_of(cache)
+    def __init__(
+        self, cache: Cache | RedisCache, namespace: str = "default", *, strict: bool = False
+    ) -> None:
+        backend = backend_of(cache, strict=strict)
         if not isinstance(namespace, str):
             raise TypeError(f"namespace must be a str, not {type(namespace).__name__}")
         self._cache = cache

@@ -365,18 +365,19 @@ def _redis_cache_type() -> type | None:
     return None if remote is None else remote.RedisCache
 
 
-def jobs_of(cache: Cache | RedisCache) -> JobsBackend:
+def jobs_of(cache: Cache | RedisCache, *, strict: bool = False) -> JobsBackend:
     """The job storage of ``cache``: its directory's (``Cache._jobs``), or a
     :class:`~diskcache_oxide.remote.RedisCache` namespace's
     (:class:`~diskcache_oxide.remote.jobs.RedisJobs`, imported only then, so the package works
-    without redis-py). The operator's tools list, bury and purge jobs through it."""
+    without redis-py). The operator's tools list, bury and purge jobs through it. On Redis,
+    ``strict`` refuses a server whose maxmemory-policy may evict jobs (else: a warning)."""
     if isinstance(cache, Cache):
         return cache._jobs
     redis_cache = _redis_cache_type()
     if redis_cache is not None and isinstance(cache, redis_cache):
         from .remote.jobs import RedisJobs
 
-        return RedisJobs(cache)
+        return RedisJobs(cache, strict=strict)
     raise TypeError(f"cache must be a Cache or a RedisCache, not {_type_name(cache)}")
 
 
@@ -396,6 +397,10 @@ class JobQueue:
         (default 60); :meth:`Job.extend` renews it
     :param max_attempts: takes after which a failed or abandoned job goes to the dead-letter
         list (default 3; 0 means no limit)
+    :param strict: on Redis, refuse (``remote.UnsupportedError``) a server whose
+        ``maxmemory-policy`` may evict jobs (``allkeys-*``), which would lose them without an
+        error; without it such a server gets one ``remote.EvictionWarning`` per namespace and
+        process (issue 29, D-060). A directory never evicts jobs: it ignores ``strict``
 
     Jobs live apart from the cache's keys: the cache's eviction, ``clear()`` and ``len()``
     never touch them. Delivery is at least once: make the work safe to repeat.
@@ -408,6 +413,7 @@ class JobQueue:
         *,
         lease: float = 60.0,
         max_attempts: int = 3,
+        strict: bool = False,
     ) -> None:
         cache: Cache | RedisCache
         if isinstance(cache_or_directory, Cache):
@@ -436,7 +442,7 @@ class JobQueue:
         self._queues = names
         self._lease = _seconds("lease", lease)
         self._max_attempts = _max_attempts(max_attempts)
-        self._core: JobsBackend = jobs_of(cache)
+        self._core: JobsBackend = jobs_of(cache, strict=strict)
 
     @property
     def cache(self) -> Cache | RedisCache:

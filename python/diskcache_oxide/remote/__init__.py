@@ -12,11 +12,13 @@ from __future__ import annotations
 # cache first: without redis-py it raises the ImportError that names the extra to install.
 from . import cache as _cache  # noqa: F401
 from ._io import NotReplicatedError, ServerConnectionError, ServerTimeout
+from ._policy import EvictionWarning
 from .aio import AsyncRedisCache, asyncio_client, blocking_client, open_async_client
 from .cache import RedisCache, UnsupportedError, open_client
 
 __all__ = [
     "AsyncRedisCache",
+    "EvictionWarning",
     "NotReplicatedError",
     "RedisCache",
     "ServerConnectionError",

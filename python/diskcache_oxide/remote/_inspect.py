@@ -34,6 +34,7 @@ __all__ = [
     "claims",
     "count_claims",
     "entry",
+    "forgotten_jobs",
     "index_page",
     "queue_depth",
     "queue_numbers",
@@ -141,6 +142,22 @@ def statistics(ns: Namespace) -> Op[tuple[int, int, bool]]:
     """``(hits, misses, counting)`` as stored (``stats()`` would switch counting)."""
     hits, misses, on = yield _read("HMGET", ns._base + b"s", b"hits", b"misses", b"on")
     return int(hits or 0), int(misses or 0), on == b"1"
+
+
+# ---- jobs -----------------------------------------------------------------------------------
+
+
+def forgotten_jobs(ns: Namespace) -> Op[dict[str, int]]:
+    """How many ids of each job queue the job scripts forgot because the job's record was
+    gone from the server (evicted, or deleted or overwritten by another program: issue 29),
+    by queue name: one ``HGETALL`` of the count they keep (``B..'jf'``)."""
+    reply = yield _read("HGETALL", ns._base + b"jf")
+    pairs = reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2], strict=True)
+    found = {}
+    for queue, count in pairs:
+        if isinstance(count, bytes) and count.isdigit():
+            found[queue.decode("utf-8", "surrogatepass")] = int(count)
+    return found
 
 
 # ---- claims ---------------------------------------------------------------------------------

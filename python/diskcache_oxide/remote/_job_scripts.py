@@ -25,6 +25,12 @@ set of equal scores sort by id):
 * ``B..'jq'``: ZSET of the queues that hold jobs (score 0: sorted by name's bytes).
 * ``B..'jw:'..q``: LIST of wake-up tokens for blocked takes (BLPOP): one per job made ready
   (at most 64), PEXPIRE 60 s.
+* ``B..'jf'``: HASH queue -> how many of its ids were forgotten because their record was
+  gone (evicted, deleted or replaced by another program: issue 29), counted once each.
+
+Only the wake-up lists carry a TTL: under a ``volatile-*`` maxmemory-policy no job record is
+evicted (losing a wake-up token costs a blocked take one wait slice). A record that is gone
+anyway is passed over and forgotten by every script (``sound``, ``lose``), never an error.
 
 None of these keys is in the cache's index (``B..'i'``), so the cache's ``clear()``,
 ``len()`` and iteration never see a job, as in a directory, where jobs have their own table.
@@ -78,18 +84,69 @@ local function forget(m, q, u)
   drop_unique(q, u, m)
   if redis.call('ZCARD', qk('i', q)) == 0 then redis.call('ZREM', B .. 'jq', q) end
 end
+-- The fields {q, s, d, a, m, l, c, v} of job ``m`` if its record is a job's HASH with every
+-- field a script relies on, else nil (issue 29): a record evicted, deleted by another program
+-- or replaced by a key of another type is no job, and no script may fail on it (a failing
+-- take once stalled its queue for good).
+local SOUND = {'q', 's', 'd', 'a', 'm', 'l', 'c', 'v'}
+local function sound(m)
+  local k = jkey(m)
+  local t = redis.call('TYPE', k)
+  if (t.ok or t) ~= 'hash' then return nil end
+  local f = redis.call('HMGET', k, unpack(SOUND))
+  for i = 1, #SOUND do if not f[i] then return nil end end
+  if f[2] ~= '0' and f[2] ~= '1' and f[2] ~= '2' then return nil end
+  for i = 3, 7 do
+    if not string.match(f[i], '^%-?%d+$') then return nil end
+  end
+  return f
+end
+-- Forget id ``m`` of queue ``q`` whose record is gone (not sound): out of the queue's sets,
+-- counted once in ``B..'jf'`` (queue -> how many) and noted in ``lost`` for the caller to
+-- log. What is at its key, if anything, is left alone: it is not a job of ours.
+local function lose(m, q, lost)
+  local removed = 0
+  for _, kind in ipairs({'r', 'l', 'd', 'i'}) do
+    removed = removed + redis.call('ZREM', qk(kind, q), m)
+  end
+  if removed > 0 then
+    redis.call('HINCRBY', B .. 'jf', q, 1)
+    if lost then table.insert(lost, #q .. ':' .. q .. m) end
+  end
+  if redis.call('ZCARD', qk('i', q)) == 0 then redis.call('ZREM', B .. 'jq', q) end
+end
+-- A fresh id: the counter's next, passing over any id whose key is taken (a key another
+-- program wrote there, or a job's if the counter itself was lost), so a put never writes
+-- over a key and never fails on one of another type.
+local function new_id()
+  while true do
+    local m = string.format('%016d', redis.call('INCR', B .. 'jn'))
+    if redis.call('EXISTS', jkey(m)) == 0 then return m end
+  end
+end
+-- Whether the unique key ``u`` of queue ``q`` is held by a ready or leased job other than
+-- ``m``: an entry naming a job whose record is gone holds nothing.
+local function unique_holder(q, u)
+  local holder = redis.call('HGET', qk('u', q), u)
+  if not holder then return nil end
+  local f = sound(holder)
+  if f and (f[2] == '0' or f[2] == '1') then return holder end
+  return nil
+end
 local function out_of_attempts(a, m)
   local limit = tonumber(m)
   return limit > 0 and tonumber(a) >= limit
 end
 -- Expired leases of one queue: back to ready (due now), or dead once out of attempts.
-local function sweep_queue(q, now)
+local function sweep_queue(q, now, lost)
   local requeued, dead = 0, 0
   local expired = redis.call('ZRANGEBYSCORE', qk('l', q), '-inf', '(' .. num(now))
   for _, m in ipairs(expired) do
-    local f = redis.call('HMGET', jkey(m), 'a', 'm', 'u')
-    if out_of_attempts(f[1], f[2]) then
-      to_dead(m, q, f[3], now, 'lease expired')
+    local f = sound(m)
+    if not f then
+      lose(m, q, lost)
+    elseif out_of_attempts(f[4], f[5]) then
+      to_dead(m, q, redis.call('HGET', jkey(m), 'u'), now, 'lease expired')
       dead = dead + 1
     else
       to_ready(m, q, now, 'lease expired')
@@ -100,15 +157,17 @@ local function sweep_queue(q, now)
   return requeued, dead
 end
 -- The held job ``m`` if lease ``l`` still holds it: its fields {q, a, m, u}, else nil.
+-- (A job whose record is gone is held by nobody: the next take's sweep forgets it once its
+-- lease runs out.)
 local function held(m, l)
-  local f = redis.call('HMGET', jkey(m), 's', 'l', 'q', 'a', 'm', 'u')
-  if f[1] ~= '1' or f[2] ~= l then return nil end
-  return {f[3], f[4], f[5], f[6]}
+  local f = sound(m)
+  if not f or f[2] ~= '1' or f[6] ~= l then return nil end
+  return {f[1], f[4], f[5], redis.call('HGET', jkey(m), 'u')}
 end
 local FIELDS = {'q', 's', 'd', 'a', 'm', 'c', 'e', 'u', 't', 'v'}
 local function record(m, out)
+  if not sound(m) then return false end
   local f = redis.call('HMGET', jkey(m), unpack(FIELDS))
-  if not f[1] then return false end
   table.insert(out, m)
   for i = 1, #FIELDS do table.insert(out, f[i] or false) end
   return true
@@ -119,14 +178,11 @@ end
 JOB_PUT = r"""
 local q, u = ARGV[2], ARGV[6]
 if u then
-  local existing = redis.call('HGET', qk('u', q), u)
-  if existing then
-    local s = redis.call('HGET', jkey(existing), 's')
-    if s == '0' or s == '1' then return {existing, 0} end
-  end
+  local existing = unique_holder(q, u)
+  if existing then return {existing, 0} end
 end
 local now = now_us()
-local m = string.format('%016d', redis.call('INCR', B .. 'jn'))
+local m = new_id()
 local due = now + tonumber(ARGV[4])
 redis.call('HSET', jkey(m), 'q', q, 's', '0', 'd', num(due), 'a', '0', 'm', ARGV[5],
   'l', '0', 'c', num(now), 'v', ARGV[3])
@@ -149,7 +205,7 @@ local due = num(now + tonumber(ARGV[3]))
 local created = num(now)
 local out = {}
 for i = 5, #ARGV do
-  local m = string.format('%016d', redis.call('INCR', B .. 'jn'))
+  local m = new_id()
   redis.call('HSET', jkey(m), 'q', q, 's', '0', 'd', due, 'a', '0', 'm', ARGV[4],
     'l', '0', 'c', created, 'v', ARGV[i])
   redis.call('ZADD', qk('r', q), due, m)
@@ -161,37 +217,49 @@ wake(q, #out)
 return out
 """
 
-# ARGV: B, lease us, n, queue... (priority order) -> {now, next due ('' none), then per job
-# taken: id, queue, attempts, lease number, max_attempts, deadline, created, error, value}
+# ARGV: B, lease us, n, queue... (priority order) -> {now, next due ('' none), lost, then per
+# job taken: id, queue, attempts, lease number, max_attempts, deadline, created, error, value}
+# ``lost`` names the ids this take forgot because their record was gone (see ``lose``), as
+# per id its queue's byte length, ':', the queue and the id ('' none): the caller logs them.
 # Every queue's expired leases are moved first (back to ready, or dead), so a lease that runs
 # out needs no sweeper. ``next due`` is the earliest due time or lease deadline in these
 # queues after the take: a blocked take sleeps no longer than that.
 JOB_TAKE = r"""
 local now = now_us()
 local lease, n = tonumber(ARGV[2]), tonumber(ARGV[3])
-local out = {num(now), ''}
+local out = {num(now), '', ''}
 local taken = 0
+local lost = {}
 for i = 4, #ARGV do
   local q = ARGV[i]
-  sweep_queue(q, now)
-  if taken < n then
+  sweep_queue(q, now, lost)
+  -- Each round removes every id it read from the ready set (taken, or forgotten), so a
+  -- record that is gone costs one round trip of the loop, never the jobs behind it.
+  while taken < n do
     local due = redis.call('ZRANGEBYSCORE', qk('r', q), '-inf', num(now), 'LIMIT', 0, n - taken)
+    if #due == 0 then break end
     for _, m in ipairs(due) do
-      local k = jkey(m)
-      local a = redis.call('HINCRBY', k, 'a', 1)
-      local l = redis.call('HINCRBY', k, 'l', 1)
-      local deadline = num(now + lease)
-      redis.call('HSET', k, 's', '1', 'd', deadline, 't', num(now))
-      redis.call('ZREM', qk('r', q), m)
-      redis.call('ZADD', qk('l', q), deadline, m)
-      local f = redis.call('HMGET', k, 'm', 'c', 'e', 'v')
-      for _, x in ipairs({m, q, a, l, f[1], deadline, f[2], f[3] or false, f[4]}) do
-        table.insert(out, x)
+      local f = sound(m)
+      if not f then
+        lose(m, q, lost)
+      else
+        local k = jkey(m)
+        local a = redis.call('HINCRBY', k, 'a', 1)
+        local l = redis.call('HINCRBY', k, 'l', 1)
+        local deadline = num(now + lease)
+        redis.call('HSET', k, 's', '1', 'd', deadline, 't', num(now))
+        redis.call('ZREM', qk('r', q), m)
+        redis.call('ZADD', qk('l', q), deadline, m)
+        local e = redis.call('HGET', k, 'e')
+        for _, x in ipairs({m, q, a, l, f[5], deadline, f[7], e or false, f[8]}) do
+          table.insert(out, x)
+        end
+        taken = taken + 1
       end
-      taken = taken + 1
     end
   end
 end
+out[3] = table.concat(lost)
 local next_due = nil
 for i = 4, #ARGV do
   for _, kind in ipairs({'r', 'l'}) do
@@ -273,17 +341,18 @@ wake(f[1], 1)
 return 1
 """
 
-# ARGV: B, queue ('' every queue) -> {requeued, dead}
+# ARGV: B, queue ('' every queue) -> {requeued, dead, lost (as the take's)}
 JOB_SWEEP = r"""
 local now = now_us()
 local queues = {ARGV[2]}
 if ARGV[2] == '' then queues = redis.call('ZRANGE', B .. 'jq', 0, -1) end
 local requeued, dead = 0, 0
+local lost = {}
 for _, q in ipairs(queues) do
-  local r, d = sweep_queue(q, now)
+  local r, d = sweep_queue(q, now, lost)
   requeued, dead = requeued + r, dead + d
 end
-return {requeued, dead}
+return {requeued, dead, table.concat(lost)}
 """
 
 # ARGV: B, queue -> {ready, scheduled, leased, dead}
@@ -337,9 +406,10 @@ else
       local page = redis.call('ZRANGEBYSCORE', qk('i', q), from, '+inf', 'LIMIT', 0, 500)
       if #page == 0 then break end
       for _, m in ipairs(page) do
-        local f = redis.call('HMGET', jkey(m), 's', 'd')
-        local due = tonumber(f[2])
-        local match = f[1] == code
+        -- A record that is gone is not listed (a take or a sweep forgets it).
+        local f = sound(m) or {}
+        local due = tonumber(f[3])
+        local match = f[2] == code
         if state == 'ready' then match = match and due <= now end
         if state == 'scheduled' then match = match and due > now end
         if match and #ids < limit then table.insert(ids, m) end
@@ -360,32 +430,39 @@ return redis.call('ZRANGE', B .. 'jq', 0, -1)
 # ARGV: B, id, error -> 1 if a ready or leased job was sent to the dead-letter list
 JOB_BURY_ANY = r"""
 local m = ARGV[2]
-local f = redis.call('HMGET', jkey(m), 's', 'q', 'u')
-if not f[1] or f[1] == '2' then return 0 end
+local f = sound(m)
+if not f or f[2] == '2' then return 0 end
 redis.call('HINCRBY', jkey(m), 'l', 1)
-to_dead(m, f[2], f[3], now_us(), ARGV[3])
+to_dead(m, f[1], redis.call('HGET', jkey(m), 'u'), now_us(), ARGV[3])
 return 1
 """
 
-# ARGV: B, queue, batch -> how many dead jobs were deleted (at most ``batch``)
+# ARGV: B, queue, batch -> {how many dead jobs were deleted, how many ids were read (at most
+# ``batch``), lost (as the take's)}
 JOB_PURGE_DEAD = r"""
 local q = ARGV[2]
 local ids = redis.call('ZRANGE', qk('d', q), 0, tonumber(ARGV[3]) - 1)
+local deleted, lost = 0, {}
 for _, m in ipairs(ids) do
-  forget(m, q, redis.call('HGET', jkey(m), 'u'))
+  if sound(m) then
+    forget(m, q, redis.call('HGET', jkey(m), 'u'))
+    deleted = deleted + 1
+  else
+    lose(m, q, lost)
+  end
 end
-return #ids
+return {deleted, #ids, table.concat(lost)}
 """
 
 # ARGV: B, id, delay us -> 1 if a dead job was made ready (attempts reset), 0 if it is not
 # dead; an error DCO_UNIQUE if another ready or leased job holds its unique key.
 JOB_REQUEUE = r"""
 local m = ARGV[2]
-local f = redis.call('HMGET', jkey(m), 's', 'q', 'u')
-if f[1] ~= '2' then return 0 end
-local q, u = f[2], f[3]
+local f = sound(m)
+if not f or f[2] ~= '2' then return 0 end
+local q, u = f[1], redis.call('HGET', jkey(m), 'u')
 if u then
-  local holder = redis.call('HGET', qk('u', q), u)
+  local holder = unique_holder(q, u)
   if holder and holder ~= m then return redis.error_reply('DCO_UNIQUE') end
   redis.call('HSET', qk('u', q), u, m)
 end
@@ -398,9 +475,9 @@ return 1
 # ARGV: B, id -> 1 if a job was deleted
 JOB_DELETE = r"""
 local m = ARGV[2]
-local f = redis.call('HMGET', jkey(m), 'q', 'u')
-if not f[1] then return 0 end
-forget(m, f[1], f[2])
+local f = sound(m)
+if not f then return 0 end
+forget(m, f[1], redis.call('HGET', jkey(m), 'u'))
 return 1
 """
 

@@ -93,10 +93,11 @@ class Namespace:
             raise ValueError(f"on_decode_error must be 'raise' or 'miss', not {on_decode_error!r}")
         for name in settings:
             if name in ("size_limit", "cull_limit"):
-                raise UnsupportedError(
-                    f"{name} is a directory's culling; on Redis set the server's maxmemory and "
-                    "maxmemory-policy (volatile-ttl or allkeys-lru) instead (D-058)"
-                )
+                # The advice names noeviction for jobs and claims (issue 29); imported here
+                # because _policy imports this module.
+                from ._policy import ADVICE
+
+                raise UnsupportedError(f"{name} is a directory's culling; {ADVICE}")
             if name not in ("eviction_policy", "statistics"):
                 raise TypeError(f"{kind}() got an unexpected setting {name!r}")
         self._namespace = namespace

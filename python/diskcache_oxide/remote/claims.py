@@ -27,6 +27,7 @@ from ..core import ENOVAL
 from . import _ops
 from ._io import Command, Link, Op, Script
 from ._ops import Namespace
+from ._policy import check_eviction
 from ._scripts import CLAIM_SCRIPTS, SCRIPTS
 from .cache import RedisCache
 
@@ -162,11 +163,21 @@ def claims(ns: Namespace, namespace: str) -> Op[list[tuple[Any, _Record]]]:
 class RedisClaims:
     """The claims and values of one :class:`RedisCache` namespace, on its blocking client: all
     the keys of a claim start with the namespace's hash-tagged prefix ``dco:{ns}:``, so a
-    cluster keeps them in the namespace's slot. Each method runs its operation above."""
+    cluster keeps them in the namespace's slot. Each method runs its operation above.
+
+    :param cache: the namespace's cache
+    :param strict: refuse (:class:`~diskcache_oxide.remote.UnsupportedError`) a server whose
+        ``maxmemory-policy`` may evict claims (any ``allkeys-*`` or ``volatile-*`` policy: a
+        claim carries its lease as a TTL), instead of warning once
+        (:class:`~diskcache_oxide.remote.EvictionWarning`; issue 29, D-058)
+    """
 
     __slots__ = ("_link", "cache")
 
-    def __init__(self, cache: RedisCache) -> None:
+    def __init__(self, cache: RedisCache, *, strict: bool = False) -> None:
+        # The policy is read once per server and process (remote._policy), so the Claims a
+        # get_or_compute opens per call cost no round trip for it.
+        check_eviction(cache, "claims", strict=strict)
         self.cache = cache
         self._link = Link(cache._client, cache._base, LINKED, **cache._link.settings())
 

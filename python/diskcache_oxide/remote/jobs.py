@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import logging
 import os
 import time
 from collections.abc import Iterable
@@ -32,8 +33,10 @@ import redis
 from .. import _core
 from ..errors import CorruptValueError, DecodeError
 from ..jobs import JobQueue, _error_text, _optional_seconds, _seconds, pass_delay
+from . import _inspect
 from ._io import AsyncLink, Command, Link, Op, Request, Script
 from ._job_scripts import JOB_SCRIPTS
+from ._policy import check_eviction
 
 if TYPE_CHECKING:
     import sys
@@ -68,6 +71,10 @@ _PURGE_BATCH = 500
 _SHORTEST = 0.001
 #: Jobs listed by an operator's page, at most (the scripts read a count as a double).
 _LIMIT = 2**31 - 1
+#: A forgotten job's log line names at most this many of its queue's ids.
+_NAMED = 10
+
+_log = logging.getLogger("diskcache_oxide")
 
 
 # ---- encoding -------------------------------------------------------------------------------
@@ -102,8 +109,45 @@ def _opt(data: bytes | None) -> str | None:
 
 
 def _quoted(name: str) -> str:
-    """A queue's name in a log message, double-quoted as the binding's messages quote it."""
-    return json.dumps(name, ensure_ascii=False)
+    """A queue's name in a log message, double-quoted as the binding's messages quote it,
+    with every character that is not printable escaped (the name comes from the store, and a
+    log line must not carry a newline or an escape sequence that someone wrote there)."""
+    text = json.dumps(name, ensure_ascii=False)
+    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)
+
+
+def _lost(reply: bytes | str) -> dict[str, list[int]]:
+    """The ids a script forgot because their record was gone, by queue, from the scripts'
+    ``lost`` field: per id, its queue's byte length, ``:``, the queue, and the 16-digit id."""
+    data = reply if isinstance(reply, bytes) else reply.encode("utf-8", "surrogatepass")
+    found: dict[str, list[int]] = {}
+    at = 0
+    while at < len(data):
+        colon = data.index(b":", at)
+        end = colon + 1 + int(data[at:colon])
+        found.setdefault(_s(data[colon + 1 : end]), []).append(int(data[end : end + 16]))
+        at = end + 16
+    return found
+
+
+def _report_lost(reply: bytes | str, namespace: str) -> int:
+    """Log, once per script call, the ids it forgot (their record was gone); how many."""
+    found = _lost(reply)
+    for queue, ids in found.items():
+        named = ", ".join(str(i) for i in ids[:_NAMED])
+        more = f" and {len(ids) - _NAMED} more" if len(ids) > _NAMED else ""
+        _log.warning(
+            "%d job(s) of queue %s in namespace %s had no record left on the server (evicted "
+            "by its maxmemory-policy, or deleted or overwritten by another program): ids %s%s "
+            "were forgotten and the jobs behind them served; RedisJobs.forgotten() counts "
+            "them. Jobs need maxmemory-policy noeviction (D-060)",
+            len(ids),
+            _quoted(queue),
+            _quoted(namespace),
+            named,
+            more,
+        )
+    return sum(len(ids) for ids in found.values())
 
 
 def _describe(error: BaseException) -> str:
@@ -220,6 +264,7 @@ def take_op(
     pickle: bool,
     wait_slice: float,
     wake_keys: list[bytes],
+    namespace: str = "",
 ) -> Op[tuple[list[Taken], list[BaseException]]]:
     """Lease up to ``n`` due jobs of ``queues`` (priority order) for ``lease`` seconds; with
     ``timeout``, wait on the server while none is due. Returns the jobs taken, decoded, and
@@ -232,6 +277,10 @@ def take_op(
     wait is a ``BLPOP`` on the queues' wake-up lists (a put, a retry or a release leaves a
     token), in slices of at most ``wait_slice`` seconds and never past the next due time or
     lease deadline the take saw, so a delayed job or a lease that runs out ends it too.
+
+    A job whose record is gone from the server (evicted, or deleted by another program) is
+    forgotten by the take script and the jobs behind it served; each such id is logged once,
+    by the take that forgot it, and counted on the server (:meth:`RedisJobs.forgotten`).
     """
     deadline = None if timeout is None else time.monotonic() + timeout
     names = [_b(q) for q in queues]
@@ -245,7 +294,9 @@ def take_op(
             reply = yield from _call("take", _us(lease), need, *names)
             now_us, next_due = int(reply[0]), reply[1]
             next_in = None if not next_due else (int(next_due) - now_us) / 1_000_000
-            rows = reply[2:]
+            if reply[2]:
+                _report_lost(reply[2], namespace)
+            rows = reply[3:]
             try:
                 refuse, notes = _decide(rows, lease, pickle, pid, good)
             except BaseException:
@@ -311,10 +362,12 @@ def release_op(job_id: int, lease: int, delay: float) -> Op[bool]:
     return bool((yield from _call("release", _member(job_id), lease, _us(delay))))
 
 
-def sweep_op(queue: str | None) -> Op[tuple[int, int]]:
+def sweep_op(queue: str | None, namespace: str = "") -> Op[tuple[int, int]]:
     """Requeue (or bury, once out of attempts) the expired leases of ``queue`` or of every
-    queue of the namespace."""
-    requeued, dead = yield from _call("sweep", b"" if queue is None else _b(queue))
+    queue of the namespace (forgetting, and logging, those whose record is gone)."""
+    requeued, dead, lost = yield from _call("sweep", b"" if queue is None else _b(queue))
+    if lost:
+        _report_lost(lost, namespace)
     return int(requeued), int(dead)
 
 
@@ -347,13 +400,16 @@ def bury_any_op(job_id: int, error: str) -> Op[bool]:
     return bool((yield from _call("bury_any", _member(job_id), _b(error))))
 
 
-def purge_dead_op(queue: str) -> Op[int]:
-    """Delete the dead jobs of ``queue``, in batches; how many."""
+def purge_dead_op(queue: str, namespace: str = "") -> Op[int]:
+    """Delete the dead jobs of ``queue``, in batches; how many (ids whose record was gone are
+    forgotten and logged, not counted here)."""
     total = 0
     while True:
-        gone = int((yield from _call("purge_dead", _b(queue), _PURGE_BATCH)))
-        total += gone
-        if gone < _PURGE_BATCH:
+        gone, read, lost = yield from _call("purge_dead", _b(queue), _PURGE_BATCH)
+        total += int(gone)
+        if lost:
+            _report_lost(lost, namespace)
+        if int(read) < _PURGE_BATCH:
             return total
 
 
@@ -753,11 +809,20 @@ class RedisJobs:
     """The jobs of one :class:`~diskcache_oxide.remote.RedisCache` namespace, with the calls
     of the binding's ``JobsCore``: the storage ``JobQueue`` runs on for Redis. Arguments
     arrive checked (``diskcache_oxide.jobs`` checks them for both backends). Every key lives
-    under the namespace's hash-tagged prefix, in its one cluster slot."""
+    under the namespace's hash-tagged prefix, in its one cluster slot.
+
+    :param cache: the namespace's cache
+    :param strict: refuse (:class:`~diskcache_oxide.remote.UnsupportedError`) a server whose
+        ``maxmemory-policy`` may evict jobs, instead of warning once
+        (:class:`~diskcache_oxide.remote.EvictionWarning`; issue 29, D-060)
+    """
 
     __slots__ = ("_link", "_pickle", "_slice", "cache")
 
-    def __init__(self, cache: RedisCache) -> None:
+    def __init__(self, cache: RedisCache, *, strict: bool = False) -> None:
+        # Opening is where a server that would evict jobs without a word is caught: the
+        # policy is read once per server and process (remote._policy).
+        check_eviction(cache, "jobs", strict=strict)
         self.cache = cache
         self._link = Link(cache.client, cache._base, JOB_SCRIPTS, **cache._link.settings())
         self._pickle = cache._pickle
@@ -804,14 +869,16 @@ class RedisJobs:
         of the jobs passed over or buried, to be logged."""
         if n == 0:
             return [], []
-        op = take_op(queues, lease, n, timeout, self._pickle, self._slice, self.wake_keys(queues))
+        keys = self.wake_keys(queues)
+        name = self.cache.namespace
+        op = take_op(queues, lease, n, timeout, self._pickle, self._slice, keys, name)
         taken, errors = self._link.run(op)
         length = lease if default_lease is None else default_lease
         return [RedisJob(self, row, length) for row in taken], errors
 
     def sweep(self, queue: str | None = None) -> tuple[int, int]:
         """Requeue (or bury) expired leases: ``(requeued, dead)``."""
-        return self._link.run(sweep_op(queue))
+        return self._link.run(sweep_op(queue, self.cache.namespace))
 
     def counts(self, queue: str) -> tuple[int, int, int, int]:
         """``(ready, scheduled, leased, dead)`` of ``queue``."""
@@ -856,7 +923,15 @@ class RedisJobs:
 
     def purge_dead(self, queue: str) -> int:
         """Delete every dead job of ``queue``; how many there were."""
-        return self._link.run(purge_dead_op(queue))
+        return self._link.run(purge_dead_op(queue, self.cache.namespace))
+
+    def forgotten(self) -> dict[str, int]:
+        """How many jobs of each queue were forgotten because their record was gone from the
+        server (evicted under a ``maxmemory-policy`` that may evict them, or deleted or
+        overwritten by another program), by queue name; each was logged once, by the call
+        that forgot it. A directory never loses a job's record this way."""
+        found: dict[str, int] = self._link.run(_inspect.forgotten_jobs(self.cache))
+        return found
 
     def requeue(self, id: int, delay: float) -> bool:
         """Put a dead job back, attempts reset; False if it is not dead."""
@@ -916,7 +991,8 @@ class AsyncRedisJobs:
         if n == 0:
             return [], []
         jobs = self.jobs
-        op = take_op(queues, lease, n, timeout, jobs._pickle, jobs._slice, jobs.wake_keys(queues))
+        keys, name = jobs.wake_keys(queues), jobs.cache.namespace
+        op = take_op(queues, lease, n, timeout, jobs._pickle, jobs._slice, keys, name)
         taken, errors = await self._run_holding(op)
         length = lease if default_lease is None else default_lease
         return [RedisJob(jobs, row, length) for row in taken], errors
@@ -1001,7 +1077,7 @@ class AsyncRedisJobs:
 
     async def sweep(self, queue: str | None = None) -> tuple[int, int]:
         """:meth:`RedisJobs.sweep`, awaited."""
-        return await self._link.run(sweep_op(queue))
+        return await self._link.run(sweep_op(queue, self.jobs.cache.namespace))
 
     async def counts(self, queue: str) -> tuple[int, int, int, int]:
         """:meth:`RedisJobs.counts`, awaited."""
@@ -1033,7 +1109,7 @@ _BACKGROUND: set[asyncio.Future[None]] = set()
 
 def _leases(reply: list[Any]) -> list[tuple[bytes, int]]:
     """The (id, lease number) of each job a ``take`` script's reply leased."""
-    rows = reply[2:]
+    rows = reply[3:]
     return [(rows[at], int(rows[at + 3])) for at in range(0, len(rows), 9)]
 
 
