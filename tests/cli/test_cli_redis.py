@@ -445,13 +445,15 @@ def test_copy_refuses_a_namespace_that_is_not_empty_unless_merge(
     assert same.exit_code == 1 and "are the same cache" in same.stderr
 
 
-def test_copy_skips_pickles_and_says_why(tmp_path: Path, redis_url: str, run_json: Any) -> None:
+def test_copy_skips_pickles_and_says_why(tmp_path: Path, redis_url: str, run: Run) -> None:
     directory = tmp_path / "pickled"
     with Cache(str(directory), pickle=True) as cache:
         cache["plain"] = [1, 2]
         cache["opaque"] = Custom()  # stored as a pickle
     url = namespace_url(redis_url, "p")
-    report = run_json("copy", directory, url)
+    result = run("copy", directory, url, "--json")
+    assert result.exit_code == 3, (result.output, result.stderr)  # skipped: incomplete (issue 29)
+    report = json.loads(result.stdout)
     assert report["entries"] == 1
     (skipped,) = report["skipped"]
     assert skipped["key"] == "opaque" and skipped["what"] == "entry"

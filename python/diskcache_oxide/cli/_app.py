@@ -258,7 +258,8 @@ def build_group() -> click.Group:
     def group() -> None:
         """Look inside a diskcache_oxide directory or Redis namespace: its entries, queues,
         leased jobs and claims; check, repair and vacuum a directory; migrate a
-        python-diskcache directory; copy a directory into Redis; serve a live dashboard.
+        python-diskcache directory; copy a directory into Redis; serve a live dashboard; run
+        the tasks' workers (worker DIR_OR_URL MODULE...).
 
         TARGET is a cache directory or a Redis URL: redis://HOST:PORT/DB?namespace=NS
         (rediss:// for TLS, unix:///path/redis.sock?db=0&namespace=NS, and ?cluster=1 for a
@@ -266,14 +267,14 @@ def build_group() -> click.Group:
         volume on disk, its settings, check, vacuum) prints as - or says it does not apply.
 
         Every command only reads unless its name says it changes something: jobs
-        retry/bury/purge, claims release, check --fix, vacuum, migrate, copy. A reading
+        retry/bury/purge, claims release, check --fix, vacuum, migrate, copy, worker. A reading
         command opens a directory read-only and changes none of its data; but while another
         process has the cache open, SQLite records the reader in cache.db-shm (the index
         of its write-ahead log), and may create that file. On Redis a reading command sends
         only read commands (it counts no hit or miss). Text from the cache is printed with
         its control characters escaped as a Python repr writes them; --json prints strict
         JSON. Exit status: 0 done, 1 failed or not found (or a check found problems), 2 bad
-        usage.
+        usage, 3 copy skipped entries or jobs (worker's own are in its --help).
         """
 
     @group.command("info")

@@ -16,7 +16,7 @@ from ._output import Failure, Out, jsonable
 if TYPE_CHECKING:
     import click
 
-__all__ = ["DASHBOARD_MODULES", "add_commands", "copy", "migrate", "serve"]
+__all__ = ["DASHBOARD_MODULES", "EXIT_SKIPPED", "add_commands", "copy", "migrate", "serve"]
 
 DASHBOARD_MODULES = ("starlette", "uvicorn", "jinja2")
 
@@ -96,6 +96,11 @@ def jsonable_tree(data: Any) -> Any:
     return jsonable(data)
 
 
+#: ``copy``'s exit status when it skipped entries or jobs (listed in its summary): a script
+#: that checks only the status must not take an incomplete copy for a complete one.
+EXIT_SKIPPED = 3
+
+
 def copy(out: Out, src: str, dst: str, pickle: bool, merge: bool, jobs: bool) -> None:
     if pickle:
         sys.stderr.write(
@@ -117,6 +122,15 @@ def copy(out: Out, src: str, dst: str, pickle: bool, merge: bool, jobs: bool) ->
         out.json(jsonable_tree(data))
     else:
         out.line(report.summary(), keep="\n")
+    if report.skipped:
+        entries = sum(1 for skip in report.skipped if skip.what == "entry")
+        jobs_skipped = len(report.skipped) - entries
+        sys.stderr.write(
+            f"diskcache-oxide copy: incomplete: {entries} entr{'y' if entries == 1 else 'ies'} "
+            f"and {jobs_skipped} job{'' if jobs_skipped == 1 else 's'} skipped (listed in the "
+            f"summary); exit status {EXIT_SKIPPED}\n"
+        )
+        raise SystemExit(EXIT_SKIPPED)
 
 
 def serve(target: str, host: str, port: int, allow_actions: bool) -> None:
@@ -189,6 +203,9 @@ def add_commands(group: click.Group) -> None:
         copied as ready, a dead one stays dead; ids are new). Live claims and hit counts are
         not copied. The summary lists what was skipped and why. A DST that is not empty is
         refused unless --merge, and jobs are never copied into a DST that holds jobs.
+
+        Exit status: 0 everything copied; 3 done, but some entries or jobs were skipped (how
+        many is said on stderr, which they are in the summary); 1 failed; 2 bad usage.
         """
         copy(Out(as_json), src, dst, pickle, merge, not no_jobs)
 
