@@ -4,12 +4,14 @@ Jinja2, the ``dashboard`` extra (``pip install 'diskcache_oxide[dashboard]'``; D
 
 The page is a Jinja2 template with the first snapshot in it; a little plain JavaScript
 (``static/dashboard.js``, no CDN) polls ``/api/state`` every second and redraws. The directory
-is opened read-only. Only with ``allow_actions`` does the page show the retry, bury and purge
-buttons, and only then do their POST endpoints act (otherwise they answer 403). Each POST must
-carry the page's token in ``X-Dashboard-Token``, which another site cannot read or send, and
-the server answers only to the host names it was bound to (no DNS rebinding). No response may
-be framed by another page (``X-Frame-Options: DENY``, ``frame-ancestors 'none'``), so no site
-can dress the buttons up as its own, and the page asks before it buries or purges.
+is opened read-only. Only with ``allow_actions`` does the page show the retry, bury, purge and
+release buttons, and only then do their POST endpoints act (otherwise they answer 403). A
+release names the claim (namespace and key); claims' tokens are never sent to the page. Each
+POST must carry the page's token in ``X-Dashboard-Token``, which another site cannot read or
+send, and the server answers only to the host names it was bound to (no DNS rebinding). No
+response may be framed by another page (``X-Frame-Options: DENY``, ``frame-ancestors
+'none'``), so no site can dress the buttons up as its own, and the page asks before it
+buries, purges or releases.
 
 A poll costs what its page shows, not what the directory holds: the lists are paged
 (``/api/state?queues_limit=&queues_after=&job_queues_...&claims_...&jobs_limit=``, the cursors
@@ -38,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__, admin
+from ..cli._output import shown
 from .state import LIMITS, Page, PageError, TaskRates, snapshot
 
 if TYPE_CHECKING:
@@ -101,6 +104,24 @@ def _unavailable(path: str, error: BaseException) -> str:
             "is now"
         )
     return f"cannot read the cache in {path}: {error}"
+
+
+_NOT_A_LITERAL = object()
+#: The longest key text a release may name (a claim's key is short; a repr of more is junk).
+_KEY_TEXT_LIMIT = 10_000
+
+
+def _literal(text: str) -> Any:
+    """``text`` read as a Python literal (:func:`ast.literal_eval`, which runs no code), or
+    :data:`_NOT_A_LITERAL`."""
+    import ast
+
+    if len(text) > _KEY_TEXT_LIMIT:
+        return _NOT_A_LITERAL
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return _NOT_A_LITERAL
 
 
 def _is_loopback(host: str) -> bool:
@@ -278,6 +299,49 @@ def create_app(
             {"ok": True, "purged": purged, "message": f"deleted {purged} dead jobs of {queue!r}"}
         )
 
+    async def release_claim(request: Request) -> Response:
+        """Break the live claim the body names, ``{"namespace": NS, "key": KEY}``, KEY as
+        ``/api/state`` shows it (the key's repr, read back as a Python literal without
+        running code). The page never has the claim's token: breaking needs none."""
+        answer = refused(request)
+        if answer is not None:
+            return answer
+        assert writer is not None
+        try:
+            body = await request.json()
+            namespace, shown_key = body["namespace"], body["key"]
+            if not isinstance(namespace, str) or not isinstance(shown_key, str):
+                raise TypeError
+        except (ValueError, KeyError, TypeError):
+            return JSONResponse(
+                {"error": 'send {"namespace": NS, "key": KEY}, KEY as /api/state shows it'},
+                status_code=400,
+            )
+        key = _literal(shown_key)
+        if key is _NOT_A_LITERAL:
+            message = (
+                f"the key {shown(shown_key)[:200]} is not a Python literal the dashboard can "
+                "read back: release it with `diskcache-oxide claims TARGET release --literal`"
+            )
+            return JSONResponse({"error": message}, status_code=400)
+        from starlette.concurrency import run_in_threadpool
+
+        try:
+            released = await run_in_threadpool(admin.release_claim, writer, key, namespace)
+        except admin.errors() as error:
+            return JSONResponse({"error": _unavailable(path, error)}, status_code=503)
+        except (TypeError, ValueError) as error:  # a key no cache can hold
+            return JSONResponse({"error": shown(str(error))[:300]}, status_code=400)
+        where = f"{shown(shown_key)[:200]} ({shown(namespace)[:100]!r})"
+        if not released:
+            return JSONResponse({"error": f"no live claim on {where}"}, status_code=404)
+        return JSONResponse(
+            {
+                "ok": True,
+                "message": f"released the claim on {where}; its holder's next renewal fails",
+            }
+        )
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         try:
@@ -309,6 +373,7 @@ def create_app(
             methods=["POST"],
         ),
         Route("/api/purge", purge, methods=["POST"]),
+        Route("/api/claims/release", release_claim, methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     middleware = [
@@ -350,7 +415,7 @@ def serve(
         target, allow_actions=allow_actions, interval=interval, hosts=allowed_hosts(host)
     )
     shown = f"[{host}]" if family == socket.AF_INET6 else host
-    mode = "actions on (retry, bury, purge)" if allow_actions else "read-only"
+    mode = "actions on (retry, bury, purge, release)" if allow_actions else "read-only"
     print(f"dashboard of {admin.location(target)} at http://{shown}:{bound}/ ({mode})", flush=True)
     if not _is_loopback(host):
         print(

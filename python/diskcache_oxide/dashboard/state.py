@@ -168,18 +168,17 @@ def _rank(names: list[str], after: str) -> int:
     return bisect.bisect_right(names, after)
 
 
-def _claims(
-    cache: admin.AnyCache, page: Page, actions: bool
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _claims(cache: admin.AnyCache, page: Page) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     total = admin.claim_count(cache)
     start = int(page.claims_after or 0)
     rows = []
     for claim in admin.claims(cache, limit=page.claims, offset=start):
         row = asdict(claim)
-        if not actions:
-            # A claim's token lets its holder renew and release it; a read-only page has no
-            # use for it, and whoever can read the page should not get it.
-            del row["token"]
+        # A claim's token lets its holder renew and release it. The page never needs it,
+        # actions on or off: its release button names the claim (namespace and key) and the
+        # server breaks whatever claim is live on that key (issue 29), so whoever can read
+        # the page (a proxy's log, a screenshot) gets no token.
+        del row["token"]
         rows.append(row)
     info = _paged(total, start, len(rows), page.claims, page.claims_after)
     end = start + len(rows)
@@ -231,7 +230,7 @@ def snapshot(
     """The cache's stats and settings, and a page of its queues, of its job queues (each with
     its counts and first jobs of each state, their values previewed) and of its live claims,
     each list with its total and the cursor of the next page (``pages``). ``actions`` tells
-    the page whether to show buttons; without it the claims carry no tokens.
+    the page whether to show buttons. The claims never carry their tokens.
 
     :param limit: jobs per state and job queue (overrides ``page.jobs``)
     :param page: which page of each list (default: the first, with :class:`Page`'s limits)
@@ -242,7 +241,7 @@ def snapshot(
     figures = _figures(cache)
     queues, queues_page = _queues(cache, page)
     job_queues, job_queues_page = _job_queues(cache, page)
-    claims, claims_page = _claims(cache, page, actions)
+    claims, claims_page = _claims(cache, page)
     return {
         "backend": figures["backend"],
         "directory": figures["directory"],

@@ -1,8 +1,9 @@
 // The dashboard's page: draws the snapshot that /api/state serves, polls it every interval,
-// and (only when the server allows actions) sends retry, bury and purge, asking first before
-// a bury or a purge. Every text from the directory goes in through textContent, never as
-// HTML. Which page of each list it shows is in its own address (?queues_after=50, ...), which
-// it passes on to every poll; the pagers are links to the neighbouring pages.
+// and (only when the server allows actions) sends retry, bury, purge and release, asking
+// first before a bury, a purge or a release. Every text from the directory goes in through
+// textContent, never as HTML. Which page of each list it shows is in its own address
+// (?queues_after=50, ...), which it passes on to every poll; the pagers are links to the
+// neighbouring pages.
 (function () {
   "use strict";
 
@@ -215,14 +216,24 @@
       body.replaceChildren(el("p", { class: "empty" }, "No live claims."), more || "");
       return;
     }
-    const rows = s.claims.map((c) =>
-      el("tr", { "data-claim-key": c.key, "data-namespace": c.namespace },
+    // A release names the claim (namespace and key as shown); the server breaks whatever
+    // claim is live on that key, so the page never needs, nor gets, a claim's token.
+    const rows = s.claims.map((c) => {
+      const cells = [
         el("td", { class: "namespace", text: c.namespace }),
         el("td", { class: "key", text: c.key }),
         el("td", { class: "holder", text: c.host + ":" + c.pid }),
         ageCell("held-for", c.held_for),
-        ageCell("lease-left", c.lease_left)));
-    body.replaceChildren(table([["namespace", ""], ["key", ""], ["holder (host:pid)", ""], ["held for", "num"], ["lease left", "num"]], rows), more || "");
+        ageCell("lease-left", c.lease_left)];
+      if (state.actions) {
+        cells.push(el("td", { class: "buttons" },
+          button("release", "release", { "data-namespace": c.namespace, "data-key": c.key })));
+      }
+      return el("tr", { "data-claim-key": c.key, "data-namespace": c.namespace }, ...cells);
+    });
+    const cols = [["namespace", ""], ["key", ""], ["holder (host:pid)", ""], ["held for", "num"], ["lease left", "num"]];
+    if (state.actions) cols.push(["", ""]);
+    body.replaceChildren(table(cols, rows), more || "");
   }
 
   // The tasks by name (api/tasks): totals, rates per minute over the dashboard's recent
@@ -351,6 +362,12 @@
       if (!window.confirm("Delete the dead jobs of '" + data.queue + "'? This cannot be undone.")) return;
       url = "api/purge";
       body = JSON.stringify({ queue: data.queue });
+    } else if (action === "release") {
+      const question = "Release the claim on " + data.key + " (" + data.namespace + ")? Its " +
+        "holder's next renewal fails, and another process may take it.";
+      if (!window.confirm(question)) return;
+      url = "api/claims/release";
+      body = JSON.stringify({ namespace: data.namespace, key: data.key });
     } else if (action === "bury") {
       const question = "Bury job " + data.jobId + " of '" + data.queue + "'? It goes to the dead " +
         "letters (a worker holding it loses its lease) and runs again only if retried.";
