@@ -36,10 +36,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..jobs import JobQueue
 from ._app import PeriodicTask, Task, open_store, registered
+from ._connect import backoff, check_url, is_fatal, reason
 from ._errors import TaskTimeout
 from ._execute import Outcome, _current, error_outcome, import_modules
+from ._logsafe import Redactor, one_line, secrets_of, shown, shown_url
 from ._metrics import Recorder, require_prometheus, serve_worker_metrics
-from ._payload import ERROR_LIMIT, call_of
+from ._payload import ERROR_LIMIT, KEY_PREFIX, call_of
 from ._pools import SLICE, ChildStartError, ProcessPool, Running, ThreadPool
 from ._results import failure_record, store_record, wake
 from ._schedules import Scheduler
@@ -156,7 +158,7 @@ class Worker:
             call = call_of(job.value)
         except ValueError as error:
             self.jobs.fail(job, str(error), retry_in=60.0)
-            _log.error("job id=%s: %s", job.id, error)
+            _log.error("job id=%s: %s", shown(job.id), one_line(error))
             return None
         task = self.tasks.get(call.task)
         if task is None:
@@ -165,14 +167,16 @@ class Worker:
                 "(diskcache-oxide worker DIR module ...)"
             )
             outcome = self.jobs.fail(job, reason, retry_in=min(60.0, 2.0**job.attempts))
+            # The name is the job's, from the store: escaped, so that a name holding a
+            # newline cannot write a line of its own (and ESC cannot reach the terminal).
             _log.error(
                 "%s id=%s attempt=%s/%s 0.000s %s: %s",
-                call.task,
-                job.id,
-                job.attempts,
-                job.max_attempts,
+                one_line(call.task),
+                shown(job.id),
+                shown(job.attempts),
+                shown(job.max_attempts),
                 "dead" if outcome == "dead" else "not-found",
-                reason,
+                one_line(reason),
             )
             return None
         run = Running(job, task, call.args, call.kwargs)
@@ -250,19 +254,23 @@ class Worker:
             self.log(run, label, f"{type_name}: {message}")
 
     def log(self, run: Running, outcome: str, detail: str) -> None:
+        """The task's line: name, id, attempt, duration, outcome, and the error if any. What
+        came from the job (its id and attempts, and the error, which may quote the
+        arguments) is escaped: a newline shows as ``\\n``, not as a new line, and no control
+        character reaches the log as it is."""
         job = run.job
         line = "%s id=%s attempt=%s/%s %.3fs %s"
         args: list[Any] = [
-            run.task.name,
-            job.id,
-            job.attempts,
-            job.max_attempts or "-",
+            one_line(run.task.name),
+            shown(job.id),
+            shown(job.attempts),
+            shown(job.max_attempts or "-"),
             time.monotonic() - run.started,
             outcome,
         ]
         if detail:
             line += ": %s"
-            args.append(detail.splitlines()[0][:200] if detail else "")
+            args.append(one_line(detail))
         (_log.info if outcome == "succeeded" else _log.warning)(line, *args)
 
     def release_all(self) -> int:
@@ -293,33 +301,72 @@ class Worker:
                     if run.settled:
                         continue
                     run.extended = now
-                    if not self.jobs.extend(run.job, run.task.lease):
+                    try:
+                        extended = self.jobs.extend(run.job, run.task.lease)
+                    except Exception as error:  # the store is down: try again next round
+                        _log.warning(
+                            "%s id=%s: the lease could not be extended: %s",
+                            one_line(run.task.name),
+                            shown(run.job.id),
+                            one_line(reason(error), 300),
+                        )
+                        continue
+                    if not extended:
                         _log.warning(
                             "%s id=%s: its lease was lost (it ran out before the heartbeat)",
-                            run.task.name,
-                            run.job.id,
+                            one_line(run.task.name),
+                            shown(run.job.id),
                         )
 
     # ---- the thread and process pools -----------------------------------------------------
 
+    def store_failed(self, index: int, error: Exception, failures: int) -> float:
+        """A call to the store failed in slot ``index`` (the ``failures``-th time in a row):
+        log one line and return the seconds to wait before the next try (1, 2, 4 ... 30), or
+        stop the worker (exit 1) and return 0 when the store refused it (a password changed
+        under it), which no retry mends. The traceback goes to the DEBUG level only: a
+        server that is down would otherwise print one every second."""
+        if is_fatal(error, opening=False):
+            self.failed = reason(error)
+            _log.error(
+                "slot %d: the store refused the worker: %s; stopping",
+                index,
+                one_line(self.failed, 300),
+            )
+            self.stopping.set()
+            return 0.0
+        wait = backoff(failures)
+        _log.warning(
+            "slot %d: a call to the store failed (%s); trying again in %g s",
+            index,
+            one_line(reason(error), 300),
+            wait,
+        )
+        _log.debug("slot %d: the failed call", index, exc_info=True)
+        return wait
+
     def slot(self, index: int) -> None:
         """A slot of the thread and process pools: take, run, settle, until stopped. A
-        failing store call (a locked or full disk) is logged and tried again a second later;
-        a child process that cannot start stops the worker."""
+        failing store call (a server down, a locked or full disk) is logged in one line and
+        tried again after a backoff (:meth:`store_failed`); a child process that cannot
+        start stops the worker."""
         try:
             self.pool.prepare(index)
+            failures = 0
             while not self.stopping.is_set():
                 try:
                     if not self.step(index):
                         return
+                    failures = 0
                 except ChildStartError:
                     raise
-                except Exception:
-                    _log.exception("slot %d: a call to the store failed; trying again", index)
-                    time.sleep(1.0)
+                except Exception as error:
+                    failures += 1
+                    self.stopping.wait(self.store_failed(index, error, failures))
         except Exception as error:
             self.failed = f"{type(error).__name__}: {error}"
-            _log.error("slot %d stopped: %s\n%s", index, self.failed, traceback.format_exc())
+            _log.error("slot %d stopped: %s", index, one_line(self.failed, 2000))
+            _log.debug("slot %d: the error", index, exc_info=True)
             self.stopping.set()
 
     def step(self, index: int) -> bool:
@@ -417,13 +464,18 @@ class Worker:
 
     async def aslot(self, index: int) -> None:
         """A slot of the async pool (see :meth:`slot`)."""
+        failures = 0
         while not self.stopping.is_set():
             try:
                 if not await self.astep(index):
                     return
-            except Exception:
-                _log.exception("slot %d: a call to the store failed; trying again", index)
-                await asyncio.sleep(1.0)
+                failures = 0
+            except Exception as error:
+                failures += 1
+                wait = self.store_failed(index, error, failures)
+                end = time.monotonic() + wait
+                while not self.stopping.is_set() and time.monotonic() < end:
+                    await asyncio.sleep(min(SLICE, wait))
 
     async def astep(self, index: int) -> bool:
         """:meth:`step` on the event loop."""
@@ -524,9 +576,9 @@ def _warn_of_other_stores(target: Any, tasks: dict[str, Task[Any]]) -> None:
         names = sorted(name for name, task in tasks.items() if task.app is app)
         _log.warning(
             "the tasks %s queue to %s, but this worker serves %s: give both the same store",
-            names[:3] + (["..."] if len(names) > 3 else []),
-            where,
-            target,
+            [one_line(name) for name in names[:3]] + (["..."] if len(names) > 3 else []),
+            shown_url(where),
+            shown_url(target),
         )
 
 
@@ -566,6 +618,99 @@ def run_worker(
     :param metrics_host: the address ``metrics_port`` binds (default: loopback only)
     """
     _setup_logging()
+    # Every line this logger writes, the other modules' of the package too, without the
+    # URL's password (the URL itself is always written by shown_url; this catches an error
+    # message that quotes it).
+    redactor = Redactor(secrets_of(target))
+    _log.addFilter(redactor)
+    try:
+        return _serve(
+            target,
+            modules,
+            concurrency=concurrency,
+            pool=pool,
+            queues=queues,
+            grace=grace,
+            burst=burst,
+            max_tasks_per_child=max_tasks_per_child,
+            max_memory_per_child=max_memory_per_child,
+            pickle=pickle,
+            poll=poll,
+            metrics_port=metrics_port,
+            metrics_host=metrics_host,
+            redactor=redactor,
+        )
+    finally:
+        _log.removeFilter(redactor)
+
+
+def _open(target: Any, pickle: bool, served: list[str]) -> tuple[Any, JobQueue] | int:
+    """The store and its JobQueue, once the store answers; or an exit code: 1 at once for a
+    store that can never work as given (a URL that cannot be right, refused credentials: one
+    line), 0 for a SIGTERM or SIGINT while waiting. A server that is down is tried again
+    with a backoff (1, 2, 4 ... 30 s), one line per attempt (:mod:`._connect`). A directory
+    that will not open is an error at once, as before."""
+    stop = threading.Event()
+    previous: dict[signal.Signals, Any] = {}
+    if threading.current_thread() is threading.main_thread():  # signal() works only there
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            previous[signum] = signal.signal(signum, lambda number, frame: stop.set())
+    remote = not isinstance(target, str) or "://" in target
+    try:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                check_url(target)
+                store = open_store(target, pickle=pickle) if not hasattr(target, "get") else target
+                jobs = JobQueue(store, served)
+                # The first round trip: a refused password, a wrong database, a server
+                # down show here, before the worker says it started.
+                store.get(f"{KEY_PREFIX}.probe")
+                return store, jobs
+            except Exception as error:
+                if not remote or is_fatal(error, opening=True):
+                    _log.error(
+                        "cannot open %s: %s", shown_url(target), one_line(reason(error), 500)
+                    )
+                    return EXIT_ERROR
+                if stop.is_set():  # a signal came during the attempt
+                    _log.info("stopped by a signal before the store answered")
+                    return EXIT_OK
+                wait = backoff(attempt)
+                _log.warning(
+                    "cannot reach %s (attempt %d): %s; trying again in %g s",
+                    shown_url(target),
+                    attempt,
+                    one_line(reason(error), 300),
+                    wait,
+                )
+                if stop.wait(wait):
+                    _log.info("stopped by a signal before the store answered")
+                    return EXIT_OK
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _serve(
+    target: Any,
+    modules: Sequence[str],
+    *,
+    concurrency: int,
+    pool: str,
+    queues: Sequence[str],
+    grace: float,
+    burst: bool,
+    max_tasks_per_child: int | None,
+    max_memory_per_child: float | None,
+    pickle: bool,
+    poll: float,
+    metrics_port: int | None,
+    metrics_host: str,
+    redactor: Redactor,
+) -> int:
+    """:func:`run_worker` once its logging is set up."""
     if pool not in POOLS:
         _log.error("--pool must be one of %s, not %r", ", ".join(POOLS), pool)
         return EXIT_USAGE
@@ -588,13 +733,13 @@ def run_worker(
         try:
             import_modules([name])
         except Exception as error:
-            sys.stderr.write(traceback.format_exc())
+            sys.stderr.write(redactor.scrub(traceback.format_exc()))
             _log.error(
                 "cannot import the task module %r: %s: %s (is it on the path? the worker "
                 "adds its working directory)",
                 name,
                 type(error).__name__,
-                error,
+                one_line(error, 500),
             )
             return EXIT_IMPORT
     tasks = registered()
@@ -604,12 +749,10 @@ def run_worker(
     _warn_of_other_stores(target, tasks)
     pickle = pickle or any(task.app.pickle for task in tasks.values())
     served = list(dict.fromkeys(queues or [task.queue for task in tasks.values()]))
-    try:
-        store = open_store(target, pickle=pickle) if not hasattr(target, "get") else target
-        jobs = JobQueue(store, served)
-    except Exception as error:
-        _log.error("cannot open %s: %s: %s", target, type(error).__name__, error)
-        return EXIT_ERROR
+    opened = _open(target, pickle, served)
+    if isinstance(opened, int):
+        return opened
+    store, jobs = opened
     runner: Any
     if pool == "process":
         memory = None if max_memory_per_child is None else int(max_memory_per_child * 2**20)
@@ -636,7 +779,7 @@ def run_worker(
     )
     _log.info(
         "worker started: store=%s queues=%s pool=%s concurrency=%d tasks=%s",
-        target,
+        shown_url(target),
         served,
         pool,
         concurrency,

@@ -1,0 +1,176 @@
+"""The worker command against what it cannot trust (issue 29, point 3; D-063): a store URL
+with a password (never written to the log), a store that can never work (one line, exit 1
+at once) or that is down (tried again, one line per attempt), job content that would forge
+log lines, a supervisor SIGKILLed while its child holds the GIL, and a working directory
+holding modules that would shadow installed ones.
+
+Every worker here is the real command in a subprocess, against a real redis-server (started
+with a password where the test is about one) or a directory."""
+
+from __future__ import annotations
+
+import importlib
+import socket
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import redis_servers
+from tasks_support import Worker
+
+pytestmark = [pytest.mark.slow, pytest.mark.oxide]
+
+HERE = Path(__file__).parent
+PASSWORD = "Tr0ub4dor-and-3-horse-staples"
+
+
+def _protected(make_redis_server: Callable[..., Any]) -> Any:
+    """A server of the test's own that wants ``PASSWORD``. It is set once the server
+    answers: the fixture's readiness check is a PING without AUTH."""
+    server = make_redis_server()
+    server.command("CONFIG", "SET", "requirepass", PASSWORD)
+    return server
+
+
+def _sample_tasks(store: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """``sample_tasks`` imported afresh, its app on ``store``."""
+    monkeypatch.setenv("DCO_TASKS_DIR", store)
+    monkeypatch.syspath_prepend(str(HERE))
+    sys.modules.pop("sample_tasks", None)
+    return importlib.import_module("sample_tasks")
+
+
+def _no_traceback(worker: Worker) -> None:
+    assert "Traceback" not in worker.log, worker.log
+
+
+# ---- credentials ---------------------------------------------------------------------------
+
+
+def test_the_password_is_never_logged(
+    make_redis_server: Callable[..., Any], start_worker: Callable[..., Worker]
+) -> None:
+    server = _protected(make_redis_server)
+    url = f"redis://:{PASSWORD}@127.0.0.1:{server.port}/0?namespace=trust"
+    worker = start_worker(url, "--burst", "--pool", "thread")
+    assert worker.wait(60) == 0, worker.log
+    assert f"store=redis://:***@127.0.0.1:{server.port}/0" in worker.log
+    assert PASSWORD not in worker.log
+    # redis-py also reads ?password=: it is masked too.
+    query = f"redis://127.0.0.1:{server.port}/0?namespace=trust&password={PASSWORD}"
+    second = start_worker(query, "--burst", "--pool", "thread")
+    assert second.wait(60) == 0, second.log
+    assert "password=***" in second.log
+    assert PASSWORD not in second.log
+
+
+def test_the_cannot_open_line_masks_the_password(
+    start_worker: Callable[..., Worker],
+) -> None:
+    worker = start_worker(f"redis://:{PASSWORD}@127.0.0.1:notaport/0")
+    assert worker.wait(30) == 1, worker.log
+    assert "cannot open redis://:***@127.0.0.1:notaport/0" in worker.log
+    assert "port is not a number" in worker.log
+    assert PASSWORD not in worker.log
+    _no_traceback(worker)
+
+
+# ---- a store that can never work, and one that is down --------------------------------------
+
+
+@pytest.mark.parametrize("given", ["wrong", "none", "user"])
+def test_refused_credentials_exit_1_at_once_in_one_line(
+    make_redis_server: Callable[..., Any], start_worker: Callable[..., Worker], given: str
+) -> None:
+    server = _protected(make_redis_server)
+    userinfo = {"wrong": ":not-the-password@", "none": "", "user": f"nobody:{PASSWORD}@"}[given]
+    began = time.monotonic()
+    worker = start_worker(f"redis://{userinfo}127.0.0.1:{server.port}/0", "--pool", "thread")
+    assert worker.wait(30) == 1, worker.log
+    took = time.monotonic() - began
+    lines = [line for line in worker.log.splitlines() if "ERROR" in line]
+    assert len(lines) == 1, worker.log
+    assert "cannot open" in lines[0] and "AuthenticationError" in lines[0], lines
+    assert "check the user and password" in lines[0]
+    assert "not-the-password" not in worker.log and PASSWORD not in worker.log
+    _no_traceback(worker)
+    print(f"refused ({given}): exit 1 after {took:.2f} s")
+
+
+def test_tls_to_a_plain_server_exits_1_at_once(
+    make_redis_server: Callable[..., Any], start_worker: Callable[..., Worker]
+) -> None:
+    server = _protected(make_redis_server)
+    worker = start_worker(f"rediss://:{PASSWORD}@127.0.0.1:{server.port}/0", "--pool", "thread")
+    # Without the check, the TLS handshake waits for the client's 60 s socket timeout.
+    assert worker.wait(30) == 1, worker.log
+    assert "speaks plain Redis, not TLS: use redis://" in worker.log
+    assert PASSWORD not in worker.log
+    _no_traceback(worker)
+
+
+def test_a_host_that_does_not_resolve_exits_1(start_worker: Callable[..., Worker]) -> None:
+    host = "no-such-host.invalid"  # RFC 2606: never resolves
+    try:
+        socket.getaddrinfo(host, 6379)
+    except socket.gaierror as error:
+        if error.errno != socket.EAI_NONAME:
+            pytest.skip(f"the name server here does not say 'no such name': {error}")
+    worker = start_worker(f"redis://:{PASSWORD}@{host}:6379/0", "--pool", "thread")
+    assert worker.wait(30) == 1, worker.log
+    assert f"the host name '{host}' does not resolve" in worker.log
+    _no_traceback(worker)
+
+
+def _acl_server(make_redis_server: Callable[..., Any], port: int | None = None) -> Any:
+    """A server whose default user may only PING (the fixture's readiness check) and whose
+    user ``worker`` has ``PASSWORD``: from its first moment, so that a restart never meets
+    a worker in a window without the password."""
+    return make_redis_server(
+        port=port,
+        extra=["--user", "default", "on", "nopass", "+ping"]
+        + ["--user", "worker", "on", f">{PASSWORD}", "~*", "&*", "+@all"],
+    )
+
+
+def test_a_server_down_at_start_is_tried_again_until_it_answers(
+    make_redis_server: Callable[..., Any], start_worker: Callable[..., Worker]
+) -> None:
+    port = redis_servers.free_port()
+    url = f"redis://worker:{PASSWORD}@127.0.0.1:{port}/0?namespace=trust"
+    worker = start_worker(url, "--pool", "thread")
+    worker.wait_for_log("(attempt 1)", timeout=60)
+    line = next(line for line in worker.log.splitlines() if "(attempt 1)" in line)
+    assert "WARNING cannot reach redis://worker:***@" in line and "trying again in 1 s" in line
+    _acl_server(make_redis_server, port)
+    worker.wait_for_log("worker started", timeout=90)
+    worker.signal(15)
+    assert worker.wait(60) == 0, worker.log
+    assert PASSWORD not in worker.log
+    _no_traceback(worker)
+
+
+def test_a_server_that_goes_down_is_one_line_per_attempt(
+    make_redis_server: Callable[..., Any],
+    start_worker: Callable[..., Worker],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server = _acl_server(make_redis_server)
+    url = f"redis://worker:{PASSWORD}@127.0.0.1:{server.port}/0?namespace=trust"
+    worker = start_worker(url, "--pool", "thread")
+    worker.wait_for_log("worker started")
+    server.kill()
+    worker.wait_for_log("a call to the store failed (", timeout=90)
+    server.start()
+    app = _sample_tasks(url, monkeypatch)
+    assert app.add.delay(2, 3).get(timeout=90) == 5  # the worker went on once it came back
+    worker.signal(15)
+    assert worker.wait(60) == 0, worker.log
+    failed = [line for line in worker.log.splitlines() if "a call to the store failed" in line]
+    assert failed and all("trying again in" in line for line in failed), worker.log
+    assert PASSWORD not in worker.log
+    _no_traceback(worker)
