@@ -10,6 +10,8 @@ with a password where the test is about one) or a directory."""
 from __future__ import annotations
 
 import importlib
+import os
+import signal
 import socket
 import sys
 import time
@@ -20,7 +22,7 @@ from typing import Any
 
 import pytest
 import redis_servers
-from tasks_support import Worker
+from tasks_support import Worker, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.oxide]
 
@@ -174,3 +176,43 @@ def test_a_server_that_goes_down_is_one_line_per_attempt(
     assert failed and all("trying again in" in line for line in failed), worker.log
     assert PASSWORD not in worker.log
     _no_traceback(worker)
+
+
+# ---- a child that holds the GIL dies with its SIGKILLed supervisor ---------------------------
+
+
+@pytest.mark.parametrize("task", ["spin", "c_call"])
+def test_a_child_holding_the_gil_dies_with_its_sigkilled_supervisor(
+    tmp_path: Path,
+    start_worker: Callable[..., Worker],
+    monkeypatch: pytest.MonkeyPatch,
+    task: str,
+) -> None:
+    """D-063 promises that a SIGKILLed supervisor leaves no child behind. A watcher thread
+    in the child cannot keep that promise while the task holds the GIL; the kernel's
+    parent-death signal can."""
+    store = tmp_path / "store"
+    store.mkdir()
+    markers = tmp_path / "markers"
+    monkeypatch.setenv("DCO_TASKS_DIR", str(store))
+    monkeypatch.syspath_prepend(str(HERE))
+    sys.modules.pop("gil_tasks", None)
+    app = importlib.import_module("gil_tasks")
+    worker = start_worker(str(store), "--pool", "process", modules=("gil_tasks",))
+    getattr(app, task).delay(str(markers))
+    found = wait_for(lambda: list(markers.glob(f"{task}.*")), what="the task to start")
+    pid = int(found[0].name.split(".")[1])
+    time.sleep(0.5)  # well into the loop or the call
+    assert redis_servers.pid_alive(pid)
+    worker.process.kill()
+    worker.process.wait(30)
+    killed = time.monotonic()
+    try:
+        while redis_servers.pid_alive(pid) and time.monotonic() - killed < 5.0:
+            time.sleep(0.005)
+        took = time.monotonic() - killed
+        assert not redis_servers.pid_alive(pid), f"the child {pid} outlived its supervisor"
+        print(f"{task}: the child was gone {took * 1000:.1f} ms after its supervisor's SIGKILL")
+    finally:
+        if redis_servers.pid_alive(pid):  # the child of our worker, by its pid
+            os.kill(pid, signal.SIGKILL)

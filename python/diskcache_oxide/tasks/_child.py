@@ -3,8 +3,10 @@ worker sends it over a pipe, one at a time, and sends back each outcome (D-063).
 
 The child ignores SIGINT and SIGTERM: a Ctrl-C in a terminal reaches the whole process group,
 and the worker, not the child, decides when a running task stops (after its grace period).
-It exits when the pipe closes, when the worker sends None, or within half a second of its
-worker's death, so a SIGKILLed worker leaves no child behind.
+It exits when the pipe closes, when the worker sends None, or when its worker dies: on Linux
+the kernel kills it at once (``PR_SET_PDEATHSIG``, :mod:`._pdeath`), even while its task holds
+the GIL; elsewhere a watcher thread sees the worker gone within half a second. So a SIGKILLed
+worker leaves no child behind.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from typing import Any
 
 from ._execute import import_modules, memory_bytes, outcome_of
+from ._pdeath import die_with_parent
 
 __all__ = ["child_main"]
 
@@ -31,7 +34,8 @@ def child_main(conn: Any, modules: list[str], parent: int) -> None:
     """Run calls from ``conn`` until told to stop (see the module's docstring)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    if not die_with_parent(parent):  # no prctl here: a thread, which needs the GIL, watches
+        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
     try:
         import_modules(modules)
     except Exception as error:  # the worker imported them; say what differs here

@@ -11,12 +11,14 @@ or the worker's event loop (``async``, in :mod:`._worker`). Each says how a task
 
 from __future__ import annotations
 
-import ctypes
+import concurrent.futures
 import logging
 import multiprocessing
 import os
+import queue
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ._child import child_main
@@ -88,6 +90,8 @@ class ThreadPool:
             if deadline is not None and time.monotonic() >= deadline:
                 ident = thread.ident
                 if ident is not None:
+                    import ctypes  # here, not at the top: importing the package must not
+
                     ctypes.pythonapi.PyThreadState_SetAsyncExc(
                         ctypes.c_ulong(ident), ctypes.py_object(TaskTimeout)
                     )
@@ -105,10 +109,59 @@ class _Child:
         self.done = 0
 
 
+class _Spawner:
+    """One thread that starts every child of a pool and lives until the pool closes.
+
+    A child asks the kernel to kill it when its parent dies (``PR_SET_PDEATHSIG``,
+    :mod:`._pdeath`), and Linux sends that signal when the *thread* that forked the child
+    exits. A slot's thread ends before the pool stops its idle child at shutdown, and a
+    child started from it would be killed then, mid-goodbye; started from here, a child
+    dies with the supervisor and not before."""
+
+    def __init__(self) -> None:
+        self._requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def call(self, func: Callable[[], Any]) -> Any:
+        """Run ``func`` in the spawner's thread (started on first use) and return its
+        result, or raise what it raised."""
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._loop, daemon=True, name="child-spawner"
+                )
+                self._thread.start()
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._requests.put((func, future))
+        return future.result()
+
+    def _loop(self) -> None:
+        while True:
+            request = self._requests.get()
+            if request is None:
+                return
+            func, future = request
+            try:
+                future.set_result(func())
+            except BaseException as error:
+                future.set_exception(error)
+
+    def close(self) -> None:
+        """End the thread (once the children are stopped: they die with it on Linux)."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            self._requests.put(None)
+            thread.join(5)
+
+
 class ProcessPool:
     """One child process per slot (started with ``spawn``: a fresh interpreter that imports
     the task modules), recycled after ``max_tasks`` tasks or once its memory passes
-    ``max_memory`` bytes, and killed when its task runs past its timeout."""
+    ``max_memory`` bytes, and killed when its task runs past its timeout. Each child dies
+    with the supervisor, even a SIGKILLed one (:mod:`._pdeath`): the children are forked by
+    one thread that outlives them (:class:`_Spawner`)."""
 
     def __init__(self, modules: list[str], max_tasks: int | None, max_memory: int | None) -> None:
         self._modules = modules
@@ -117,6 +170,7 @@ class ProcessPool:
         self._children: dict[int, _Child] = {}
         self._context = multiprocessing.get_context("spawn")
         self._lock = threading.Lock()
+        self._spawner = _Spawner()
 
     def prepare(self, slot: int) -> None:
         """Start the slot's child now, so that the first task does not wait for it."""
@@ -133,7 +187,7 @@ class ProcessPool:
             name=f"diskcache-oxide-worker-{slot}",
             daemon=True,
         )
-        process.start()
+        self._spawner.call(process.start)
         theirs.close()
         if not ours.poll(120):
             process.kill()
@@ -204,6 +258,7 @@ class ProcessPool:
         return outcome  # type: ignore[no-any-return]
 
     def close(self) -> None:
-        """Stop every child (those still running a task are killed)."""
+        """Stop every child (those still running a task are killed), then the spawner."""
         for slot in list(self._children):
             self._stop(slot, kill=False)
+        self._spawner.close()
