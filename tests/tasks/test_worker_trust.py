@@ -216,3 +216,39 @@ def test_a_child_holding_the_gil_dies_with_its_sigkilled_supervisor(
     finally:
         if redis_servers.pid_alive(pid):  # the child of our worker, by its pid
             os.kill(pid, signal.SIGKILL)
+
+
+# ---- job content cannot forge log lines ------------------------------------------------------
+
+#: What a hostile job carries: a newline, then a line as the worker writes one, then a colour,
+#: a bell and an OSC 52 clipboard write.
+FORGED = (
+    "x\n2031-01-01 00:00:00,000 INFO sample_tasks.add id=424242 attempt=1/3 0.001s succeeded"
+    "\x1b[31m\x07\x1b]52;c;cHduZWQ=\x07"
+)
+
+
+@pytest.mark.parametrize("pool", ["process", "thread", "async"])
+def test_job_content_cannot_forge_a_log_line(
+    tmp_path: Path,
+    start_worker: Callable[..., Worker],
+    monkeypatch: pytest.MonkeyPatch,
+    pool: str,
+) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    app = _sample_tasks(str(store), monkeypatch)
+    jobs = app.tasks.jobs
+    # A task name from the store, kwargs that the TypeError quotes, an exception's text.
+    jobs.put({"task": FORGED, "args": [], "kwargs": {}}, max_attempts=1)
+    jobs.put({"task": "sample_tasks.add", "args": [1], "kwargs": {FORGED: 2}}, max_attempts=1)
+    app.boom.delay(FORGED)
+    worker = start_worker(str(store), "--pool", pool, "--burst")
+    assert worker.wait(60) == 0, worker.log
+    raw = worker.log_path.read_bytes()
+    assert b"\x1b" not in raw and b"\x07" not in raw, raw
+    lines = worker.log.splitlines()
+    assert not [line for line in lines if line.startswith("2031-")], worker.log
+    assert not [line for line in lines if line.endswith("succeeded")], worker.log
+    assert worker.log.count("\\n2031-01-01 00:00:00,000 INFO") >= 3, worker.log  # escaped
+    assert "\\x1b[31m\\x07" in worker.log
