@@ -10,9 +10,11 @@ with a password where the test is about one) or a directory."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import signal
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -252,3 +254,76 @@ def test_job_content_cannot_forge_a_log_line(
     assert not [line for line in lines if line.endswith("succeeded")], worker.log
     assert worker.log.count("\\n2031-01-01 00:00:00,000 INFO") >= 3, worker.log  # escaped
     assert "\\x1b[31m\\x07" in worker.log
+
+
+# ---- the working directory does not shadow installed packages -------------------------------
+
+#: Modules someone planted in a shared directory: each leaves a marker when imported.
+PLANTED = ("redis", "json", "multiprocessing", "pickle")
+
+USER_TASKS = """
+import os
+
+from diskcache_oxide import Tasks
+
+tasks = Tasks(os.environ["DCO_TASKS_DIR"])
+
+
+@tasks.task
+def where_am_i() -> str:
+    return __file__
+"""
+
+
+@pytest.mark.parametrize("how", ["command", "python -m"])
+def test_the_working_directory_does_not_shadow_installed_packages(
+    tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """Started in a shared directory holding a planted ``redis.py`` (and ``json.py``,
+    ``multiprocessing.py``, ``pickle.py``), the worker imports none of them, in itself or
+    in its children, yet still finds the user's own task module there, as ``python -m``
+    users expect."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    # python -m puts the working directory first before any code of ours runs, and the
+    # package and the command import pickle, json and multiprocessing then: that much is
+    # the user's choice (the guide says to run the command, or python -P -m). redis is
+    # imported once the worker runs, and must not come from there either way.
+    for name in PLANTED if how == "command" else ("redis",):
+        (shared / f"{name}.py").write_text(
+            f"import pathlib\npathlib.Path({str(shared)!r}, 'planted-{name}').touch()\n"
+            f"raise ImportError('the planted {name}.py was imported')\n"
+        )
+    (shared / "user_tasks.py").write_text(USER_TASKS)
+    url = f"{redis_url}?namespace=shared{os.getpid()}"
+    monkeypatch.setenv("DCO_TASKS_DIR", url)
+    # Loaded by its path here: the shared directory must not go on this process's path.
+    spec = importlib.util.spec_from_file_location("user_tasks", shared / "user_tasks.py")
+    assert spec is not None and spec.loader is not None
+    app = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "user_tasks", app)
+    spec.loader.exec_module(app)
+    result = app.where_am_i.delay()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONSAFEPATH"}
+    if how == "command":  # the console script, whose sys.path[0] is its bin directory
+        command = [str(Path(sys.executable).parent / "diskcache-oxide")]
+    else:  # python -m puts the working directory first; the -m part is the user's choice
+        command = [sys.executable, "-m", "diskcache_oxide"]
+    log = tmp_path / "worker.log"
+    with open(log, "wb") as err:
+        process = subprocess.Popen(
+            [*command, "worker", url, "user_tasks", "--pool", "process", "--burst"],
+            cwd=shared,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    worker = Worker(process, log)
+    try:
+        assert worker.wait(120) == 0, worker.log
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(30)
+    assert result.get(timeout=0) == str(shared / "user_tasks.py")  # found, in the child
+    assert sorted(path.name for path in shared.glob("planted-*")) == [], worker.log

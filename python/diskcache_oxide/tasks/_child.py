@@ -30,8 +30,12 @@ def _watch_parent(parent: int) -> None:
             os._exit(1)
 
 
-def child_main(conn: Any, modules: list[str], parent: int) -> None:
-    """Run calls from ``conn`` until told to stop (see the module's docstring)."""
+def child_main(conn: Any, modules: list[str], parent: int, safe_path_ours: bool = False) -> None:
+    """Run calls from ``conn`` until told to stop (see the module's docstring).
+    ``safe_path_ours``: the pool set ``PYTHONSAFEPATH`` for this child's start only
+    (:func:`~._pools._start_safely`), so it is taken out of the environment its tasks see."""
+    if safe_path_ours:
+        os.environ.pop("PYTHONSAFEPATH", None)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if not die_with_parent(parent):  # no prctl here: a thread, which needs the GIL, watches

@@ -20,6 +20,7 @@ __all__ = [
     "current",
     "error_outcome",
     "import_modules",
+    "working_directory_last",
     "memory_bytes",
     "outcome_of",
     "run_call",
@@ -55,12 +56,30 @@ def current() -> Current | None:
     return _current.get()
 
 
-def import_modules(modules: list[str]) -> None:
-    """Import the task modules, with the working directory first on ``sys.path`` (as a
-    script's directory is), so that ``app.tasks`` is found where the worker was started."""
+def working_directory_last() -> None:
+    """Put the working directory at the end of ``sys.path``, after the installed packages.
+
+    ``python -m`` and ``python -c`` put it first (``''`` or its path at ``sys.path[0]``),
+    and so did the worker: a ``redis.py`` or ``json.py`` that someone planted in a shared
+    directory the worker was started in then shadowed the real package. At the end, the
+    user's own modules there (``app/tasks.py``, run as ``diskcache-oxide worker DIR
+    app.tasks``) are still found, as ``python -m`` users expect, but no longer before an
+    installed package of the same name. Entries the user put on the path (``PYTHONPATH``)
+    are left where they are."""
     here = os.getcwd()
-    if here not in sys.path:
-        sys.path.insert(0, here)
+    if sys.path and sys.path[0] in ("", os.curdir, here):
+        del sys.path[0]
+    if not any(
+        os.path.abspath(entry or os.curdir) == here for entry in sys.path if isinstance(entry, str)
+    ):
+        sys.path.append(here)
+
+
+def import_modules(modules: list[str]) -> None:
+    """Import the task modules, the working directory searched last
+    (:func:`working_directory_last`), so that ``app.tasks`` is found where the worker was
+    started without the working directory shadowing an installed package."""
+    working_directory_last()
     for name in modules:
         importlib.import_module(name)
 

@@ -156,6 +156,25 @@ class _Spawner:
             thread.join(5)
 
 
+def _start_safely(process: Any, set_safe_path: bool) -> None:
+    """Start a spawned child with ``PYTHONSAFEPATH=1`` (Python 3.11+) in its environment.
+
+    The child starts as ``python -c "from multiprocessing.spawn import spawn_main; ..."``,
+    in the worker's working directory, and ``-c`` puts that directory first on its path
+    until the child takes the supervisor's path: a ``multiprocessing.py`` or ``pickle.py``
+    planted there would be imported first. The variable keeps it off; the child removes it
+    again from its environment (``child_main``) so that what its tasks start is not
+    changed. Only the spawner's thread forks, so setting it for this moment is safe."""
+    if not set_safe_path:
+        process.start()
+        return
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        process.start()
+    finally:
+        os.environ.pop("PYTHONSAFEPATH", None)
+
+
 class ProcessPool:
     """One child process per slot (started with ``spawn``: a fresh interpreter that imports
     the task modules), recycled after ``max_tasks`` tasks or once its memory passes
@@ -181,13 +200,14 @@ class ProcessPool:
         if child is not None and child.process.is_alive():
             return child
         ours, theirs = self._context.Pipe()
+        ours_safe_path = "PYTHONSAFEPATH" not in os.environ
         process = self._context.Process(
             target=child_main,
-            args=(theirs, self._modules, os.getpid()),
+            args=(theirs, self._modules, os.getpid(), ours_safe_path),
             name=f"diskcache-oxide-worker-{slot}",
             daemon=True,
         )
-        self._spawner.call(process.start)
+        self._spawner.call(lambda: _start_safely(process, ours_safe_path))
         theirs.close()
         if not ours.poll(120):
             process.kill()
