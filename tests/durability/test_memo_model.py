@@ -6,15 +6,27 @@ notes file; a stock SQLite connection writes the database behind all of them, le
 note. Every read is made twice, so the second one is answered from the memo whenever the
 memo holds the key: each must equal the model. Writes of every kind come from any handle,
 some inside a transaction larger than a note can name.
+
+A second machine makes connections end and begin (issue 29): a handle reads and closes (a
+request's life), or is replaced by a new one; all are closed at once; another process opens,
+writes and closes (the last connection of all when ours are closed, so SQLite deletes the WAL
+and the ``-shm``), or writes with a stock SQLite while no handle of ours may be open; a forked
+child reads through a handle its parent may have closed; a read-only handle reads beside them.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import signal
 import sqlite3
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import diskcache_oxide as dco
+import memo_workers
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -90,6 +102,118 @@ def test_the_memo_never_serves_a_stale_value(tmp_path: Path) -> None:
         settings=settings(
             max_examples=40,
             stateful_step_count=40,
+            deadline=None,
+            suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+        ),
+    )
+
+
+@pytest.fixture(scope="module")
+def other_process() -> Iterator[Any]:
+    """A second process that opens, writes and closes on request (memo_workers.serve_writes)."""
+    spawn = multiprocessing.get_context("spawn")
+    ours, theirs = spawn.Pipe()
+    process = spawn.Process(target=memo_workers.serve_writes, args=(theirs,))
+    process.start()
+    yield ours
+    ours.send(None)
+    process.join(30)
+    if process.is_alive():
+        process.kill()
+
+
+def test_the_memo_never_outlives_its_connections(tmp_path: Path, other_process: Any) -> None:
+    counter = iter(range(10**6))
+    #: Handles 0 to 2 write; the fourth is read-only.
+    readers = st.integers(0, 3)
+
+    class Lifecycle(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.directory = tmp_path / f"life-{next(counter)}"
+            self.caches = [dco.Cache(str(self.directory)) for _ in range(3)]
+            self.caches.append(dco.Cache(str(self.directory), read_only=True))
+            self.model: dict[str, Any] = {}
+
+        def elsewhere(self, how: str, key: str, value: Any) -> None:
+            other_process.send((str(self.directory), how, key, value))
+            assert other_process.poll(60), "the writing process stopped answering"
+            assert other_process.recv() == "ok"
+
+        def check(self, h: int) -> None:
+            cache = self.caches[h]
+            for _ in range(2):  # the first read of a new connection maps the WAL index
+                assert {k: cache.get(k) for k in KEYS} == {k: self.model.get(k) for k in KEYS}
+
+        @rule(h=handles, key=keys, value=values)
+        def set(self, h: int, key: str, value: Any) -> None:
+            self.caches[h].set(key, value)
+            self.model[key] = value
+
+        @rule(key=keys, value=st.one_of(st.none(), values))
+        def another_process_writes(self, key: str, value: Any) -> None:
+            self.elsewhere("cache", key, value)
+            if value is None:
+                self.model.pop(key, None)
+            else:
+                self.model[key] = value
+
+        @rule(key=keys)
+        def stock_sqlite_deletes_elsewhere(self, key: str) -> None:
+            self.elsewhere("stock", key, None)
+            self.model.pop(key, None)
+
+        @rule(h=readers)
+        def read_everything_twice(self, h: int) -> None:
+            self.check(h)
+
+        @rule(h=readers)
+        def read_then_close(self, h: int) -> None:
+            """A request's life: read, then close (the next call opens a connection again)."""
+            self.check(h)
+            self.caches[h].close()
+
+        @rule(h=readers)
+        def read_then_close_all(self, h: int) -> None:
+            self.check(h)
+            for cache in self.caches:
+                cache.close()
+
+        @rule(h=readers)
+        def reopen(self, h: int) -> None:
+            self.caches[h].close()
+            self.caches[h] = dco.Cache(str(self.directory), read_only=h == 3)
+
+        @rule(h=readers)
+        def forked_child_reads(self, h: int) -> None:
+            expected = {k: self.model.get(k) for k in KEYS}
+            cache = self.caches[h]
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the child
+                code = 4  # an exception: never back into pytest from the child
+                try:
+                    same = all({k: cache.get(k) for k in KEYS} == expected for _ in range(2))
+                    code = 0 if same else 3
+                finally:
+                    os._exit(code)
+            deadline = time.monotonic() + 60
+            while not (done := os.waitpid(pid, os.WNOHANG))[0]:
+                if time.monotonic() > deadline:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    raise AssertionError("the forked child hung")
+                time.sleep(0.005)
+            assert os.waitstatus_to_exitcode(done[1]) == 0, "the forked child read a stale value"
+
+        def teardown(self) -> None:
+            for cache in self.caches:
+                cache.close()
+
+    run_state_machine_as_test(
+        Lifecycle,
+        settings=settings(
+            max_examples=150,
+            stateful_step_count=30,
             deadline=None,
             suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
         ),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -235,8 +237,6 @@ def test_a_reader_sees_every_kind_of_write_of_another_process(tmp_path, dc, seed
 def test_a_write_by_a_stock_sqlite_is_seen_by_the_next_read(tmp_path):
     """A stock SQLite that writes the database leaves no note (D-065): the memo of recent
     reads must then forget everything, not keep what it remembered."""
-    import sqlite3
-
     import diskcache_oxide
 
     directory = tmp_path / "stock"
@@ -247,10 +247,16 @@ def test_a_write_by_a_stock_sqlite_is_seen_by_the_next_read(tmp_path):
         assert (cache.get("a"), cache.get("b")) == (1, 2)
     cache.set("c", 3)  # a note of ours, so the chain is live when the stock write comes
     assert (cache.get("a"), cache.get("b")) == (1, 2)
-    stock = sqlite3.connect(directory / "cache.db")
-    with stock:
-        stock.execute("UPDATE cache SET expire_time = 1 WHERE key = 'a'")
-    stock.close()
+    # In a process of its own: a second copy of SQLite in this one would drop our locks when
+    # it closed (docs/reliability.md).
+    stock = (
+        "import sqlite3, sys\n"
+        "db = sqlite3.connect(sys.argv[1])\n"
+        "with db:\n"
+        "    db.execute(\"UPDATE cache SET expire_time = 1 WHERE key = 'a'\")\n"
+        "db.close()\n"
+    )
+    subprocess.run([sys.executable, "-c", stock, str(directory / "cache.db")], check=True)
     assert cache.get("a") is None
     assert cache.get("b") == 2
     cache.set("d", 4)  # and notes work again after it

@@ -178,6 +178,7 @@ impl Drop for Conn {
         // registry by the child's first open (D-028); its Rust side must never touch it again.
         if self.fork == fork::fork_generation() {
             let _active = fork::Active::enter();
+            self.recent.unmap();
             self.live.deregister();
             // SAFETY: dropped exactly once, here.
             unsafe { ManuallyDrop::drop(&mut self.db) }

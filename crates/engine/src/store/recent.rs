@@ -12,6 +12,7 @@
 use crate::format::key::Side;
 use crate::format::key::{Key, Scalar};
 use crate::format::stored::{Entry, StoredValue};
+use crate::os::fork;
 use crate::store::notes::{self, Header as Snapshot, Note, Notes};
 use crate::store::statements::Db;
 use rusqlite::{ffi, Connection};
@@ -38,7 +39,12 @@ type QueueEnd = (Option<String>, Side);
 /// the header its open write transaction started from. The remembered entries themselves
 /// are the handle's, shared by its threads' connections (`Memo`).
 pub(crate) struct Recent {
+    /// The mapping, once this connection has one. While it is held, this connection keeps
+    /// SQLite's shared lock on the WAL index (its `DMS` byte) and on `cache.db`, so no
+    /// process can delete the WAL and start a new one from scratch: see `Memo::hold`.
     header: Option<Header>,
+    /// `fork::fork_generation()` when `header` was mapped.
+    mapped_in: u64,
     /// The directory's notes, where there is a file to keep them in.
     notes: Option<Arc<Notes>>,
     /// The header when this connection's open write transaction took the write lock.
@@ -58,6 +64,10 @@ pub(crate) struct Memo {
     /// Queue ends lately peeked, by (prefix, side): the live item there, or none.
     fronts: HashMap<QueueEnd, Option<(Key, Entry)>>,
     bytes: usize,
+    /// How many of this handle's connections map the WAL index now, in the process of fork
+    /// generation `holders_in`.
+    holders: usize,
+    holders_in: u64,
 }
 
 /// The WAL index header as this connection maps it. Valid while the connection is open; the
@@ -142,6 +152,37 @@ impl Memo {
             rows: HashMap::new(),
             fronts: HashMap::new(),
             bytes: 0,
+            holders: 0,
+            holders_in: fork::fork_generation(),
+        }
+    }
+
+    /// A connection of this handle mapped the WAL index. If none did until now, everything
+    /// is forgotten: the header proves nothing across a time when this handle held no
+    /// mapping. When the last connection of all processes closes, SQLite checkpoints the
+    /// WAL and deletes it with the `-shm`; the next connection rebuilds the header from an
+    /// empty WAL, byte for byte the header of any other empty WAL, whatever was committed
+    /// meanwhile. A mapping held shuts that door (the closing connection cannot take the
+    /// exclusive lock it needs to delete), so entries read while some connection of ours
+    /// held one stay provable by the header and the notes. In a forked child none of the
+    /// parent's locks are held: the count starts over.
+    fn hold(&mut self) {
+        let generation = fork::fork_generation();
+        if self.holders_in != generation {
+            self.holders_in = generation;
+            self.holders = 0;
+        }
+        if self.holders == 0 {
+            self.clear();
+            self.snapshot = [0; HEADER]; // never a header: isInit is 0
+        }
+        self.holders += 1;
+    }
+
+    /// A connection that mapped the WAL index in fork generation `mapped_in` closed.
+    fn release(&mut self, mapped_in: u64) {
+        if self.holders_in == mapped_in && mapped_in == fork::fork_generation() {
+            self.holders = self.holders.saturating_sub(1);
         }
     }
 
@@ -203,6 +244,7 @@ impl Recent {
     pub(crate) fn new(notes: Option<Arc<Notes>>, memo: Arc<Mutex<Memo>>) -> Recent {
         Recent {
             header: None,
+            mapped_in: 0,
             notes,
             writing_from: None,
             memo,
@@ -218,13 +260,23 @@ impl Recent {
         })
     }
 
+    /// This connection's mapping of the header, mapped now if it was not yet (and then
+    /// counted as the handle's, `Memo::hold`).
+    fn mapped(&mut self, db: &Connection) -> Option<&Header> {
+        if self.header.is_none() {
+            self.header = Header::map(db);
+            if self.header.is_some() {
+                self.mapped_in = fork::fork_generation();
+                self.memo().hold();
+            }
+        }
+        self.header.as_ref()
+    }
+
     /// The header now, or `None` when it cannot be read (not mapped yet, not initialised, or
     /// a writer is changing it).
     pub(crate) fn now(&mut self, db: &Connection) -> Option<[u8; HEADER]> {
-        if self.header.is_none() {
-            self.header = Header::map(db);
-        }
-        let h = self.header.as_ref()?.read_whole()?;
+        let h = self.mapped(db)?.read_whole()?;
         (h[12] != 0).then_some(h) // isInit
     }
 
@@ -326,10 +378,7 @@ impl Recent {
     /// rows it changes.
     pub(crate) fn writing(&mut self, db: &Db) {
         db.start_changes();
-        if self.header.is_none() {
-            self.header = Header::map(db);
-        }
-        self.writing_from = self.header.as_ref().and_then(Header::read_whole);
+        self.writing_from = self.mapped(db).and_then(Header::read_whole);
     }
 
     /// The transaction is about to commit: have its note left the moment its commit frame
@@ -390,6 +439,26 @@ impl Recent {
                 rowids,
             });
         }
+    }
+}
+
+impl Recent {
+    /// The connection is about to close: it no longer counts as holding the WAL index. Done
+    /// before the close, so that a thread opening a connection meanwhile forgets everything
+    /// rather than trusting a header that this close may let SQLite delete.
+    pub(crate) fn unmap(&mut self) {
+        if self.header.take().is_some() {
+            let mapped_in = self.mapped_in;
+            self.memo().release(mapped_in);
+        }
+    }
+}
+
+impl Drop for Recent {
+    fn drop(&mut self) {
+        // Inherited through fork(), a connection is never closed by this process, and
+        // `release` ignores the parent's count.
+        self.unmap();
     }
 }
 
