@@ -33,10 +33,12 @@ from .errors import (
     NotACacheError,
     ReadOnlyError,
     Timeout,
+    UnexpectedReplyError,
     UnknownFileWarning,
     UnknownTypeError,
     UnsafeValueError,
     UnsupportedTypeError,
+    ValueTooLargeError,
 )
 from .fanout import FanoutCache
 from .jobs import Job, JobCounts, JobInfo, JobQueue, Swept
@@ -116,10 +118,12 @@ __all__ = [
     "TaskTimeout",
     "Tasks",
     "Timeout",
+    "UnexpectedReplyError",
     "UnknownFileWarning",
     "UnknownTypeError",
     "UnsafeValueError",
     "UnsupportedTypeError",
+    "ValueTooLargeError",
     "__version__",
     "barrier",
     "memoize_stampede",

@@ -18,10 +18,12 @@ __all__ = [
     "NotACacheError",
     "ReadOnlyError",
     "Timeout",
+    "UnexpectedReplyError",
     "UnknownFileWarning",
     "UnknownTypeError",
     "UnsafeValueError",
     "UnsupportedTypeError",
+    "ValueTooLargeError",
 ]
 
 
@@ -90,6 +92,19 @@ class LayoutMismatchError(CacheError):
     directory, or a ``FanoutCache`` opened with another shard count than the recorded one.
     Nothing on disk was changed (see docs/decisions/D-018-layout-records.md).
     """
+
+
+class ValueTooLargeError(CacheError, ValueError):
+    """A value (or another argument of a call) is larger than the store accepts: on Redis,
+    more bytes in one argument than the server's ``proto-max-bulk-len``. Nothing was written;
+    the call was not repeated (D-061)."""
+
+
+class UnexpectedReplyError(CacheError):
+    """A server answered a call with a reply that call never gets from Redis (a proxy or
+    another service speaking RESP on that port, a damaged connection). The message names the
+    call and shows a short, escaped excerpt of the reply; nothing was decoded from it, and a
+    write may or may not have been applied (D-061)."""
 
 
 class UnknownFileWarning(UserWarning):

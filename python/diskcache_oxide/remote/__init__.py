@@ -11,7 +11,13 @@ from __future__ import annotations
 
 # cache first: without redis-py it raises the ImportError that names the extra to install.
 from . import cache as _cache  # noqa: F401
-from ._io import NotReplicatedError, ServerConnectionError, ServerTimeout
+from ._io import (
+    NotReplicatedError,
+    ServerConnectionError,
+    ServerScriptError,
+    ServerTimeout,
+    WrongTypeError,
+)
 from ._policy import EvictionWarning
 from .aio import AsyncRedisCache, asyncio_client, blocking_client, open_async_client
 from .cache import RedisCache, UnsupportedError, open_client
@@ -22,8 +28,10 @@ __all__ = [
     "NotReplicatedError",
     "RedisCache",
     "ServerConnectionError",
+    "ServerScriptError",
     "ServerTimeout",
     "UnsupportedError",
+    "WrongTypeError",
     "asyncio_client",
     "blocking_client",
     "open_async_client",

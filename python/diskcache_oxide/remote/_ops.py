@@ -30,7 +30,7 @@ from .._api import missed, shaped
 from .._seconds import ANY, Rule, seconds
 from ..core import ENOVAL
 from ..errors import CacheError, CorruptValueError, DecodeError
-from ._io import Command, NotReplicatedError, Op, Script
+from ._io import BULK, COUNT, Command, NotReplicatedError, Op, Script, Shape, array, nil_or
 
 __all__ = ["Namespace", "UnsupportedError"]
 
@@ -327,7 +327,7 @@ def stats(ns: Namespace, enable: bool = True, reset: bool = False) -> Op[tuple[i
 def length(ns: Namespace) -> Op[int]:
     """``len(cache)``: what the namespace's index holds (ZCARD), expired entries not yet
     removed included, as a directory counts them."""
-    count = yield Command(("ZCARD", ns._base + b"i"), idempotent=True)
+    count = yield Command(("ZCARD", ns._base + b"i"), idempotent=True, reply=COUNT)
     return int(count)
 
 
@@ -341,12 +341,53 @@ def keys_page(ns: Namespace, reverse: bool, after: str | None) -> Op[tuple[list[
         command = ("ZREVRANGEBYSCORE", index, after or "+inf", "-inf")
     else:
         command = ("ZRANGEBYSCORE", index, after or "-inf", "+inf")
-    page = yield Command((*command, "WITHSCORES", "LIMIT", 0, _PAGE), idempotent=True)
+    page = yield Command(
+        (*command, "WITHSCORES", "LIMIT", 0, _PAGE), idempotent=True, reply=_SCORED
+    )
     pairs = _pairs(page)
     keys = [key_of(data) for data, _ in pairs]
     if len(pairs) < _PAGE:
         return keys, None
     return keys, f"({int(float(pairs[-1][1]))}"
+
+
+def _score(score: Any) -> bool:
+    if type(score) is float or type(score) is int:
+        return True
+    if type(score) is not bytes:
+        return False
+    try:
+        float(score)
+    except ValueError:
+        return False
+    return True
+
+
+def _scored_page(reply: Any, args: tuple[Any, ...]) -> bool:
+    """A page of ``WITHSCORES``: flat (member, score, ...) or pairs, at most a page long."""
+    if not isinstance(reply, (list, tuple)):
+        return False
+    if reply and isinstance(reply[0], (list, tuple)):
+        return len(reply) <= _PAGE and all(
+            isinstance(pair, (list, tuple))
+            and len(pair) == 2
+            and type(pair[0]) is bytes
+            and _score(pair[1])
+            for pair in reply
+        )
+    return (
+        len(reply) % 2 == 0
+        and len(reply) <= 2 * _PAGE
+        and all(
+            type(data) is bytes and _score(score)
+            for data, score in zip(reply[::2], reply[1::2], strict=True)
+        )
+    )
+
+
+_SCORED = Shape(_scored_page, "members and their scores, at most a page of them")
+#: BLPOP's reply: nil after its wait, else the list's key and the token popped.
+_POPPED = nil_or(array(BULK, BULK))
 
 
 def _pairs(reply: Any) -> list[tuple[bytes, Any]]:
@@ -741,7 +782,7 @@ def _wait(ns: Namespace, wake: bytes, left: float) -> Command:
     wait = max(_SHORTEST, min(left, ns._slice))
     # Safe to send again: a wake-up token lost with a reply costs the waiter one slice at most
     # (it looks again after each), and the item itself is taken by a script.
-    return Command(("BLPOP", wake, f"{wait:.3f}"), idempotent=True)
+    return Command(("BLPOP", wake, f"{wait:.3f}"), idempotent=True, reply=_POPPED)
 
 
 def pull(

@@ -32,6 +32,21 @@ A member is ``'k:'`` and the key's frame, or, for a key of the D-054 queue shape
 
 from __future__ import annotations
 
+from ._io import (
+    BULK,
+    COUNT,
+    DIGITS,
+    FLAG,
+    INT,
+    MS,
+    NUMBER,
+    Shape,
+    array,
+    array_of,
+    expect,
+    nil_or,
+)
+
 PRELUDE = r"""
 local B = ARGV[1]
 local function now_ms()
@@ -558,3 +573,47 @@ SCRIPTS = {
         "restore": RESTORE,
     }.items()
 }
+
+
+#: What each script answers (issue 29): the link checks every reply against its shape before an
+#: operation decodes it, so a server or proxy that answers otherwise raises
+#: ``UnexpectedReplyError`` naming the call, never a ValueError or a silent True. Each line is
+#: the script's ``-> ...`` comment above, as redis-py hands it over (a Lua number is an int, a
+#: string bytes, false nil, a table a list).
+_ENTRY = array(BULK, MS, BULK)
+REPLIES: dict[str, Shape] = {
+    "get": nil_or(_ENTRY),
+    "get_revision": nil_or(array(BULK, DIGITS)),
+    "replace": FLAG,
+    "set": FLAG,
+    "set_many": FLAG,
+    "delete": COUNT,
+    "pop": nil_or(_ENTRY),
+    # one value or nil per member asked for (ARGV after the prefix)
+    "get_many": array_of(nil_or(BULK), length=len),
+    "touch": FLAG,
+    "expire": COUNT,
+    "evict": COUNT,
+    "clear": COUNT,
+    "stats": array(COUNT, COUNT),
+    # one number per value pushed (ARGV: qid, side, expire, tag, then the values)
+    "push": array_of(NUMBER, length=lambda args: len(args) - 4),
+    "peekitem": nil_or(array(BULK, BULK, MS, BULK)),
+    "peek": nil_or(array(NUMBER, BULK, MS, DIGITS, BULK)),
+    "take": FLAG,
+    "pull": nil_or(array(FLAG, NUMBER, BULK, MS, DIGITS, BULK)),
+    "restore": NUMBER,
+}
+CLAIM_REPLIES: dict[str, Shape] = {
+    "acquire": FLAG,
+    "extend": FLAG,
+    "release": FLAG,
+    "break": FLAG,
+    "wake": FLAG,
+    "wait": INT,
+    "unwait": FLAG,
+    "holder": nil_or(array(BULK, BULK, DIGITS, DIGITS, DIGITS)),
+    "list": array_of(BULK, multiple=6),
+}
+expect(SCRIPTS, REPLIES)
+expect(CLAIM_SCRIPTS, CLAIM_REPLIES)

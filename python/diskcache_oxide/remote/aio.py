@@ -41,7 +41,7 @@ from . import claims as claim_ops
 from ._io import RECONNECT_FOR, AsyncLink, Op
 from ._ops import Namespace
 from ._scripts import SCRIPTS
-from .cache import RedisCache, _split_url
+from .cache import RedisCache, _split_url, connect_timeout
 from .claims import LINKED
 
 if TYPE_CHECKING:
@@ -173,9 +173,14 @@ def open_async_client(url: str, timeout: float = 60.0) -> Any:
     """An asyncio redis-py client for ``url``, as :func:`~diskcache_oxide.remote.open_client`
     opens a blocking one (``?cluster=1`` opens a ``RedisCluster``)."""
     url, cluster = _split_url(url)
+    # redis-py's asyncio client handshakes TLS inside its connect timeout already: bounding
+    # that (connect_timeout) is what makes rediss:// to a plain server fail soon (issue 29).
+    connect = connect_timeout(timeout)
     if cluster:
-        return redis.asyncio.cluster.RedisCluster.from_url(url, socket_timeout=timeout)
-    return redis.asyncio.Redis.from_url(url, socket_timeout=timeout)
+        return redis.asyncio.cluster.RedisCluster.from_url(
+            url, socket_timeout=timeout, socket_connect_timeout=connect
+        )
+    return redis.asyncio.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=connect)
 
 
 _ASYNC_CLIENTS = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
@@ -364,6 +369,7 @@ class AsyncRedisCache(AsyncRedisCacheCalls, Namespace):
         answer, and what it took is given back with ``give_back``."""
         state = {"waiting": False, "stop": False}
         alink = self._alink
+        call = str(getattr(op, "__name__", ""))  # named in errors, as AsyncLink.run names it
 
         async def drive() -> T:
             reply: Any = None
@@ -380,7 +386,7 @@ class AsyncRedisCache(AsyncRedisCacheCalls, Namespace):
                 error = None
                 state["waiting"] = waits
                 try:
-                    reply = await alink.send(request)
+                    reply = await alink.send(request, call)
                 except Exception as exc:
                     reply, error = None, exc
                 finally:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 try:
     import redis
     import redis.cluster
+    import redis.connection
 except ImportError as error:  # the extra is not installed: say how to get it
     raise ImportError(
         f"diskcache_oxide.remote needs redis-py ({error}): pip install 'diskcache_oxide[redis]'"
@@ -33,7 +34,7 @@ if TYPE_CHECKING:  # only for annotations: the package has no run-time dependenc
 from .._faces.remote import RedisCacheCalls
 from ..core import Memoized, memoize_on
 from . import _ops
-from ._io import Link
+from ._io import CONNECT_TIMEOUT, Link, TLSConnection
 from ._ops import Namespace, UnsupportedError
 from ._scripts import SCRIPTS
 
@@ -234,12 +235,30 @@ def _split_url(url: str) -> tuple[str, bool]:
     return (f"{rebuilt}#{parts.fragment}" if parts.fragment else rebuilt), cluster
 
 
+def connect_timeout(timeout: float | None) -> float:
+    """The connect timeout of a client opened from a URL with socket timeout ``timeout``: that
+    timeout, but no more than ``CONNECT_TIMEOUT`` (10 s). A URL's own
+    ``socket_connect_timeout=`` wins."""
+    return CONNECT_TIMEOUT if timeout is None else min(timeout, CONNECT_TIMEOUT)
+
+
 def open_client(url: str, timeout: float = 60.0) -> Any:
     """A redis-py client for ``url``; ``?cluster=1`` (or ``true``) opens a RedisCluster.
-    ``namespace=`` in the query is the cache's, not the client's, and is dropped here."""
+    ``namespace=`` in the query is the cache's, not the client's, and is dropped here.
+
+    Connecting, the TLS handshake of ``rediss://`` included, waits at most
+    :func:`connect_timeout` (issue 29): a plain server given a TLS hello never answers, and
+    that is reported as a failed handshake, not as a stopped server after the socket timeout."""
     url, cluster = _split_url(url)
     if cluster:
         return redis.cluster.RedisCluster.from_url(  # type: ignore[no-untyped-call]
-            url, socket_timeout=timeout
+            url, socket_timeout=timeout, socket_connect_timeout=connect_timeout(timeout)
         )
-    return redis.Redis.from_url(url, socket_timeout=timeout)
+    client = redis.Redis.from_url(
+        url, socket_timeout=timeout, socket_connect_timeout=connect_timeout(timeout)
+    )
+    pool = client.connection_pool
+    if pool.connection_class is redis.connection.SSLConnection:
+        # Before any connection is made: each is then made with the handshake bounded.
+        pool.connection_class = TLSConnection
+    return client
