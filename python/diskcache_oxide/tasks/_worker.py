@@ -735,8 +735,8 @@ def _serve(
         except Exception as error:
             sys.stderr.write(redactor.scrub(traceback.format_exc()))
             _log.error(
-                "cannot import the task module %r: %s: %s (is it on the path? the worker "
-                "adds its working directory)",
+                "cannot import the task module %r: %s: %s (is it on the path? the worker searches "
+                "its working directory last)",
                 name,
                 type(error).__name__,
                 one_line(error, 500),
