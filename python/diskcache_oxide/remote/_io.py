@@ -1003,7 +1003,10 @@ class Link(_Base):
         not say (CONFIG refused, as managed services do)."""
         if self._limit is None or fresh:
             self._limit = 0
-            args, kwargs = self._limit_request()
+            try:
+                args, kwargs = self._limit_request()
+            except Exception:  # noqa: BLE001 - no limit known: the request itself will say
+                return self._limit
             # Twice: a server that refused a long argument closed that connection, and the
             # pool may hand it out once more (the failure drops it).
             for _ in range(2):
@@ -1207,7 +1210,12 @@ class AsyncLink(_Base):
         """See :meth:`Link._bulk_limit`."""
         if self._limit is None or fresh:
             self._limit = 0
-            args, kwargs = self._limit_request()
+            try:
+                if self._cluster:  # an asyncio cluster learns its nodes on its first command
+                    await self.client.initialize()
+                args, kwargs = self._limit_request()
+            except Exception:  # noqa: BLE001 - no limit known: the request itself will say
+                return self._limit
             for _ in range(2):
                 try:
                     self._limit = _limit_of(await self.client.config_get(*args, **kwargs))
