@@ -643,8 +643,9 @@ def _reply_error(
             key,
         )
     hints = {
-        "OOM": "the server is at its maxmemory: raise it, or set a maxmemory-policy that "
-        "evicts (volatile-ttl or allkeys-lru, D-058)",
+        "OOM": "the server is at its maxmemory: raise it, delete what is no longer needed, "
+        "or move the cache to a server of its own whose maxmemory-policy may evict (jobs, "
+        "claims, queues and schedules need noeviction: docs/guide-outgrowing.md)",
         "READONLY": "this server is a read-only replica: connect to its master",
         "NOPERM": "the client's ACL user lacks a permission this package needs (EVALSHA, "
         "SCRIPT LOAD and the commands of its scripts on the namespace's keys)",
