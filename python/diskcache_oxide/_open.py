@@ -56,3 +56,37 @@ def _redis_cache(client_or_url: Any, settings: dict[str, Any]) -> Any:
     except ImportError as error:
         raise ImportError(f"the Redis backend needs redis-py ({error}): {_INSTALL}") from error
     return RedisCache(client_or_url, **settings)
+
+
+#: What a password is written as wherever a URL is shown (logs, the CLI, the dashboard).
+PASSWORD_MASK = "***"
+
+
+def is_password_pair(pair: str) -> bool:
+    """Whether a URL query's ``name=value`` pair is a password (its name as redis-py reads
+    it)."""
+    return unquote(pair.partition("=")[0]).lower() == "password"
+
+
+def without_password(url: str) -> str:
+    """``url`` with its password written as ``***``: the ``user:PASS@`` form and a
+    ``?password=`` parameter, both of which redis-py reads. A URL that cannot be parsed (an
+    unparsable port, say) keeps nothing between ``://`` and its last ``@``. Not escaped: the
+    caller escapes for where it prints (the one place every tool masks a URL)."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        scheme, _, rest = url.partition("://")
+        if "@" in rest:
+            rest = f"{PASSWORD_MASK}@{rest.rpartition('@')[2]}"
+        return f"{scheme}://{rest}"
+    netloc = parts.netloc
+    if password is not None:
+        user = parts.username or ""
+        netloc = f"{user}:{PASSWORD_MASK}@{netloc.rpartition('@')[2]}"
+    query = "&".join(
+        f"{pair.partition('=')[0]}={PASSWORD_MASK}" if is_password_pair(pair) else pair
+        for pair in parts.query.split("&")
+    )
+    return parts._replace(netloc=netloc, query=query).geturl()

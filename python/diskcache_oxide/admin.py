@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from urllib.parse import urlsplit
 
 from . import _admin_redis as _redis
+from ._open import without_password
 from .claims import ClaimInfo
 from .core import DEFAULT_SETTINGS, Cache
 from .errors import CacheError, DecodeError
@@ -123,13 +124,8 @@ def errors() -> tuple[type[BaseException], ...]:
 
 
 def _shown_url(url: str) -> str:
-    # The URL as it may be printed: without a password.
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.netloc.rpartition("@")[2]
-    return parts._replace(netloc=f"{user}:***@{host}").geturl()
+    # The URL as it may be printed: without a password (either form redis-py reads).
+    return without_password(url)
 
 
 def location(target: Any) -> str:

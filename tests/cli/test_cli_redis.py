@@ -276,6 +276,9 @@ def test_errors_are_one_line(run: Run) -> None:
     assert len(down.stderr.splitlines()) == 1
     secret = run("keys", "redis://:hunter2@127.0.0.1:1/0")
     assert "hunter2" not in secret.stderr and ":***@" in secret.stderr
+    # redis-py reads a ?password= parameter too (issue 29: the CLI masked only user:PASS@)
+    query = run("keys", "redis://127.0.0.1:1/0?password=hunter2&namespace=x")
+    assert "hunter2" not in query.stderr and "password=***" in query.stderr
     tls = run("info", "rediss://127.0.0.1:1/0?namespace=x")
     assert tls.exit_code == 1
     assert tls.stderr.startswith("Error: cannot reach the Redis server of rediss://127.0.0.1:1")

@@ -14,6 +14,8 @@ import logging
 from typing import Any
 from urllib.parse import unquote, unquote_plus, urlsplit
 
+from .._open import PASSWORD_MASK as MASK
+from .._open import is_password_pair, without_password
 from ..cli._output import shown
 
 __all__ = ["Redactor", "one_line", "secrets_of", "shown", "shown_url"]
@@ -25,44 +27,18 @@ DETAIL_WIDTH = 200
 #: The shortest password :class:`Redactor` looks for in free text.
 SCRUB_MIN = 4
 
-#: What a password is written as (the dashboard's and the CLI's ``:***@``).
-MASK = "***"
-
-
-def _is_password(pair: str) -> bool:
-    # A query parameter ``password=...`` (its name as redis-py decodes it).
-    return unquote(pair.partition("=")[0]).lower() == "password"
-
 
 def shown_url(target: Any) -> str:
-    """``target`` as the worker names it in its log: a URL with its password (``:PASS@``
-    and a ``?password=`` parameter, both of which redis-py reads) replaced by ``***``, and
-    its control characters escaped; a path as it is (escaped); a store object by its type.
-
-    A URL that cannot be parsed is still masked from its last ``@`` back to the scheme."""
+    """``target`` as the worker names it in its log: a URL with its password written as
+    ``***`` (:func:`diskcache_oxide._open.without_password`) and its control characters
+    escaped; a path as it is (escaped); a store object by its type."""
     if not isinstance(target, str):
         if hasattr(target, "directory"):
             return shown(target.directory)
         return f"<{type(target).__name__}>"
     if "://" not in target:
         return shown(target)
-    try:
-        parts = urlsplit(target)
-        password = parts.password
-    except ValueError:  # an unparsable port, say: keep nothing between :// and the last @
-        scheme, _, rest = target.partition("://")
-        if "@" in rest:
-            rest = f"{MASK}@{rest.rpartition('@')[2]}"
-        return shown(f"{scheme}://{rest}")
-    netloc = parts.netloc
-    if password is not None:
-        user = parts.username or ""
-        netloc = f"{user}:{MASK}@{netloc.rpartition('@')[2]}"
-    query = "&".join(
-        f"{pair.partition('=')[0]}={MASK}" if _is_password(pair) else pair
-        for pair in parts.query.split("&")
-    )
-    return shown(parts._replace(netloc=netloc, query=query).geturl())
+    return shown(without_password(target))
 
 
 def secrets_of(target: Any) -> list[str]:
@@ -83,7 +59,7 @@ def secrets_of(target: Any) -> list[str]:
             found.add(userinfo.partition(":")[2])
         query = rest.partition("?")[2]
     for pair in query.split("&"):
-        if _is_password(pair):
+        if is_password_pair(pair):
             found.add(pair.partition("=")[2])
             found.add(unquote_plus(pair.partition("=")[2]))
     found |= {unquote(secret) for secret in found}
