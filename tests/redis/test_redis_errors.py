@@ -655,3 +655,39 @@ def test_the_new_errors_are_exported() -> None:
     assert dco.UnexpectedReplyError is UnexpectedReplyError
     assert dco.ValueTooLargeError is ValueTooLargeError
     assert issubclass(ValueTooLargeError, CacheError) and issubclass(ValueTooLargeError, ValueError)
+
+
+def test_every_job_call_on_a_server_with_wrong_replies_raises_unexpected_reply(
+    wrong: tuple[WrongServer, str],
+) -> None:
+    """The job queue's scripts have declared replies too (remote._job_scripts.JOB_REPLIES):
+    a JobQueue on a server that answers otherwise raises UnexpectedReplyError naming the call,
+    never a bare ValueError or TypeError, and no take hands out a job made of junk."""
+    server, shown = wrong
+    cache = RedisCache(server.url, namespace=_namespace(), timeout=5, reconnect_for=0.5)
+    queue = dco.JobQueue(cache, "q")
+    calls: dict[str, Callable[[], Any]] = {
+        "put": lambda: queue.put({"a": 1}),
+        "put_many": lambda: queue.put_many([1, 2]),
+        "take": lambda: queue.take(timeout=0),
+        "take_many": lambda: queue.take_many(2, timeout=0),
+        "counts": lambda: queue.counts(),
+        "get": lambda: queue.get(1),
+        "requeue": lambda: queue.requeue(1),
+        "delete": lambda: queue.delete(1),
+        "sweep": lambda: queue.sweep(),
+    }
+    failures = []
+    for name, run in calls.items():
+        try:
+            result = run()
+        except UnexpectedReplyError as error:
+            assert shown in str(error), str(error)
+            assert "\x1b" not in str(error)
+            continue
+        except Exception as error:  # noqa: BLE001 - collected, to report every call at once
+            failures.append(f"{name}: {type(error).__name__}: {str(error)[:200]}")
+            continue
+        failures.append(f"{name}: returned {result!r}")
+    cache.close()
+    assert not failures, "\n".join(failures)

@@ -266,6 +266,27 @@ def array_of(
     return Shape(test, f"an array of {many} of {shape.text}")
 
 
+def rows(head: tuple[Shape, ...], row: tuple[Shape, ...]) -> Shape:
+    """An array of ``head``'s elements, then any number of rows of ``row``'s (a reply that
+    lists records after a few fixed fields, as the jobs' take, info and list do)."""
+
+    def test(reply: Any, args: tuple[Any, ...]) -> bool:
+        if not _array(reply) or len(reply) < len(head):
+            return False
+        if (len(reply) - len(head)) % len(row):
+            return False
+        if not all(shape.test(item, args) for shape, item in zip(head, reply, strict=False)):
+            return False
+        rest = reply[len(head) :]
+        return all(row[i % len(row)].test(item, args) for i, item in enumerate(rest))
+
+    return Shape(
+        test,
+        f"an array of {len(head)} ({', '.join(shape.text for shape in head)}) then rows of "
+        f"{len(row)} ({', '.join(shape.text for shape in row)})",
+    )
+
+
 def excerpt(value: Any, room: int = 160) -> str:
     """A short, escaped rendering of what a server sent, for an error message or a log: strings
     cut to 48 characters (their repr, so control characters and terminal escapes show as

@@ -38,6 +38,21 @@ None of these keys is in the cache's index (``B..'i'``), so the cache's ``clear(
 
 from __future__ import annotations
 
+from ._io import (
+    BULK,
+    COUNT,
+    DIGITS,
+    FLAG,
+    INT,
+    MS,
+    Shape,
+    array,
+    array_of,
+    expect,
+    nil_or,
+    rows,
+)
+
 JOB_PRELUDE = r"""
 local B = ARGV[1]
 local function now_us()
@@ -503,3 +518,42 @@ JOB_SCRIPTS = {
         "delete": JOB_DELETE,
     }.items()
 }
+
+
+#: What each job script answers (issue 29), as redis-py hands it over (a Lua number an int, a
+#: string bytes, false nil, a table a list): every link checks the reply before the jobs' code
+#: decodes it, so a server or proxy that answers otherwise raises ``UnexpectedReplyError``
+#: naming the call (``_io.expect``). Each line is the script's ``->`` comment above.
+_ID = Shape(lambda reply, args: type(reply) is bytes and reply.isdigit(), "a job id")
+_FIELD = nil_or(BULK)
+#: A record as ``record`` lists it: the id, then its ten fields (each a string or nil).
+_RECORD = (_ID, *([_FIELD] * 10))
+_STATE = Shape(lambda reply, args: reply in (b"0", b"2"), "'0' or '2'")
+_OUTCOME = Shape(lambda reply, args: reply in (b"ready", b"dead"), "'ready' or 'dead'")
+JOB_REPLIES: dict[str, Shape] = {
+    "put": array(_ID, FLAG),
+    # one id per value (ARGV after B: queue, delay, max_attempts, then the values)
+    "put_many": array_of(_ID, length=lambda args: len(args) - 3),
+    # now, next due ('' none), lost, then per job: id, queue, attempts, lease number,
+    # max_attempts, deadline, created, error (nil none), value
+    "take": rows(
+        (DIGITS, MS, BULK),
+        (_ID, BULK, INT, INT, DIGITS, DIGITS, DIGITS, _FIELD, BULK),
+    ),
+    # a state or nil per job refused (five ARGV each)
+    "refuse": array_of(nil_or(_STATE), length=lambda args: len(args) // 5),
+    "finish": FLAG,
+    "fail": nil_or(_OUTCOME),
+    "extend": nil_or(DIGITS),
+    "release": FLAG,
+    "sweep": array(COUNT, COUNT, BULK),
+    "counts": array(COUNT, COUNT, COUNT, COUNT),
+    "info": nil_or(array(DIGITS, *_RECORD)),
+    "list": rows((DIGITS,), _RECORD),
+    "queues": array_of(BULK),
+    "bury_any": FLAG,
+    "purge_dead": array(COUNT, COUNT, BULK),
+    "requeue": FLAG,
+    "delete": FLAG,
+}
+expect(JOB_SCRIPTS, JOB_REPLIES)
