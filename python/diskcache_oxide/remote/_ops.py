@@ -387,7 +387,9 @@ def _scored_page(reply: Any, args: tuple[Any, ...]) -> bool:
 
 _SCORED = Shape(_scored_page, "members and their scores, at most a page of them")
 #: BLPOP's reply: nil after its wait, else the list's key and the token popped.
-_POPPED = nil_or(array(BULK, BULK))
+#: A BLPOP's reply: nil (timed out) or the list's name and the value taken (every blocked wait
+#: of the caches, claims and jobs sends one).
+POPPED = nil_or(array(BULK, BULK))
 
 
 def _pairs(reply: Any) -> list[tuple[bytes, Any]]:
@@ -782,7 +784,7 @@ def _wait(ns: Namespace, wake: bytes, left: float) -> Command:
     wait = max(_SHORTEST, min(left, ns._slice))
     # Safe to send again: a wake-up token lost with a reply costs the waiter one slice at most
     # (it looks again after each), and the item itself is taken by a script.
-    return Command(("BLPOP", wake, f"{wait:.3f}"), idempotent=True, reply=_POPPED)
+    return Command(("BLPOP", wake, f"{wait:.3f}"), idempotent=True, reply=POPPED)
 
 
 def pull(

@@ -127,7 +127,10 @@ def wait_for_change(
                 # The lease ran out (unless it was renewed: the caller looks again).
                 woken = runs_out <= deadline
                 break
-            if (yield Command(("BLPOP", wake, f"{min(left, ns._slice):.3f}"), idempotent=True)):
+            request = Command(
+                ("BLPOP", wake, f"{min(left, ns._slice):.3f}"), idempotent=True, reply=_ops.POPPED
+            )
+            if (yield request):
                 return True
     except GeneratorExit:
         raise  # abandoned: nothing can be sent any more

@@ -33,7 +33,7 @@ import redis
 from .. import _core
 from ..errors import CorruptValueError, DecodeError
 from ..jobs import JobQueue, _error_text, _optional_seconds, _seconds, pass_delay
-from . import _inspect
+from . import _inspect, _ops
 from ._io import AsyncLink, Command, Link, Op, Request, Script
 from ._job_scripts import JOB_SCRIPTS
 from ._policy import check_eviction
@@ -334,7 +334,11 @@ def take_op(
             wait = min(wait, max(next_in, 0.0) + _SHORTEST)
         # Safe to send again after a dropped connection (the link then repeats it): a wake-up
         # token lost with a reply costs one slice at most, as the take looks again after each.
-        yield Command(("BLPOP", *wake_keys, f"{max(wait, _SHORTEST):.3f}"), idempotent=True)
+        yield Command(
+            ("BLPOP", *wake_keys, f"{max(wait, _SHORTEST):.3f}"),
+            idempotent=True,
+            reply=_ops.POPPED,
+        )
 
 
 def finish_op(job_id: int, lease: int) -> Op[bool]:
