@@ -183,7 +183,11 @@ fn file_key(path: &CStr) -> Option<(u64, u64)> {
     if unsafe { libc::stat(path.as_ptr(), &mut st) } != 0 {
         return None;
     }
-    Some((st.st_dev, st.st_ino))
+    // `dev_t` is a u64 on Linux but an i32 on macOS (stat(2), libc's apple module), where a
+    // device number may have its top bit set: `as` keeps it distinct (sign extension is
+    // one-to-one), and the key only has to tell files apart. The cast is a no-op on Linux.
+    #[allow(clippy::unnecessary_cast)]
+    Some((st.st_dev as u64, st.st_ino as u64))
 }
 
 /// One connection's view: its database path and the locks it holds.
