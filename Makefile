@@ -73,6 +73,30 @@ wheel-check: $(DEPS)
 	cd /tmp && env -u VIRTUAL_ENV PATH="$(abspath $(WHEEL_VENV))/bin:/usr/bin:/bin" \
 		$(abspath $(WHEEL_VENV))/bin/python -I $(abspath tests/wheel/check_installed.py) $(abspath README.md)
 
+# The wheels users install (D-066), into dist/: manylinux2014 (glibc 2.17) and musllinux_1_2 for
+# x86_64 and aarch64, macOS 11+ for arm64 and x86_64, and the sdist, all built here with
+# maturin --zig (tools in target/wheel-tools, cargo output in target/cross). Each Linux wheel's
+# newest glibc symbol is checked against its tag; prints every wheel's tag and size.
+# WHEEL_TARGETS="x86_64-unknown-linux-gnu sdist" builds only those.
+.PHONY: wheels wheels-check lint-macos
+wheels:
+	bash tools/wheels/build.sh
+
+# Each Linux wheel of dist/ installed with --no-index into an empty virtualenv on a real
+# interpreter of its platform, then tests/wheel/check_installed.py and tests/wheel/exchange.py:
+# manylinux2014 x86_64 in a Debian 11 root (glibc 2.31), aarch64 under qemu-user with Debian's
+# arm64 Python, musllinux x86_64 on a CPython built with musl-gcc. Roots and interpreters are
+# cached in target/wheel-roots/; needs root (chroot, mount, apt-get). WHEEL_RUNS="glibc musl"
+# runs only those. Exits 2 when a run was skipped because its tool cannot be had.
+WHEEL_RUNS ?= glibc aarch64 musl
+wheels-check:
+	bash tools/wheels/check.sh $(WHEEL_RUNS)
+
+# The engine and binding type-checked (and clippy-linted) for macOS, so a change that breaks the
+# macOS build fails here, not at release time: zig compiles SQLite's C for the build scripts.
+lint-macos:
+	bash tools/wheels/check-macos.sh
+
 # The crash-consistency harness at length (tests/durability/test_crash_consistency.py runs 800
 # kills in `make test`); DCO_CRASH_KILLS sets the number of kills, DCO_CRASH_SEED the schedule.
 # Then the load soak (tests/durability/test_load.py runs its processes 4 s in `make test`) for
