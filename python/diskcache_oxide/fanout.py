@@ -15,7 +15,6 @@ import os.path
 import struct
 import tempfile
 import warnings
-import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any, ParamSpec, TypeVar
 
@@ -25,6 +24,34 @@ from .core import DEFAULT_SETTINGS, ENOVAL, Cache, Memoized, memoize_on
 from .errors import Timeout
 from .persistent import Deque, Index
 from .registry import _BY_TYPE
+
+
+def _python_adler32(data: bytes) -> int:
+    """RFC 1950's Adler-32 as zlib.adler32 computes it (starting value 1), for a Python built
+    without zlib."""
+    a, b = 1, 0
+    # Reduced every 5552 bytes, as zlib does (its NMAX): Python's ints would not overflow, but
+    # the sums stay small.
+    for start in range(0, len(data), 5552):
+        for byte in data[start : start + 5552]:
+            a += byte
+            b += a
+        a %= 65521
+        b %= 65521
+    return (b << 16) | a
+
+
+# zlib's C adler32 hashes every key a FanoutCache routes, so it is bound once here rather than
+# imported at each call. A Python built without zlib (some minimal and musl builds) still
+# imports the package and uses FanoutCache: the pure-Python adler32 gives the same shard for
+# every key, only slower (tests/safety/test_lazy_imports.py checks both).
+_adler32: Callable[[bytes], int]
+try:
+    import zlib
+
+    _adler32 = zlib.adler32
+except ImportError:
+    _adler32 = _python_adler32
 
 __all__ = ["QUEUE_CALLS", "FanoutCache", "shard_hash"]
 
@@ -61,14 +88,14 @@ def shard_hash(key: Any) -> int:
     """
     kind = type(key)
     if kind is str:
-        return zlib.adler32(key.encode("utf-8", "surrogatepass")) & _MASK
+        return _adler32(key.encode("utf-8", "surrogatepass")) & _MASK
     if kind is bytes:
-        return zlib.adler32(key) & _MASK
+        return _adler32(key) & _MASK
     if kind is int and _I64_MIN <= key <= _I64_MAX:
         return int(key % _MASK)
     if kind is float:
-        return zlib.adler32(struct.pack("!d", key)) & _MASK
-    return zlib.adler32(_canonical(key)) & _MASK
+        return _adler32(struct.pack("!d", key)) & _MASK
+    return _adler32(_canonical(key)) & _MASK
 
 
 def _canonical(obj: Any) -> bytes:

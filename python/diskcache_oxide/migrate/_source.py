@@ -17,18 +17,37 @@ import pathlib
 import pickle
 import re
 import shutil
-import sqlite3
 import stat
 import urllib.parse
 import uuid
 import zoneinfo
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import NotACacheError
 from ._report import MigrationError, SkippedEntry, _brief, _cut, _said
 from ._unpickler import safe_loads
+
+if TYPE_CHECKING:
+    import sqlite3
+
+
+def _sqlite3() -> Any:
+    """Python's sqlite3 module, imported on the first migration rather than with the package:
+    diskcache_oxide bundles its own SQLite in the engine, and a Python built without
+    ``_sqlite3`` (a minimal or musl build) must still import and use everything else. Only
+    migrate reads python-diskcache's database through it."""
+    try:
+        import sqlite3
+    except ImportError as error:
+        raise MigrationError(
+            "migrate reads python-diskcache's database with Python's sqlite3 module, and this "
+            f"Python has none ({error}): run the migration with a Python built with sqlite3 "
+            "(python.org's and most distributions' are); the new directory then opens anywhere"
+        ) from None
+    return sqlite3
+
 
 #: python-diskcache's value modes (its ``Cache.mode`` column).
 _MODE_RAW, _MODE_BINARY, _MODE_TEXT, _MODE_PICKLE = 1, 2, 3, 4
@@ -133,9 +152,10 @@ def _uri(path: str, **params: str) -> str:
 def _reading(path: str) -> Iterator[None]:
     """Turn an SQLite error while reading the source database ``path`` into a one-line
     :class:`MigrationError`: the schema was checked, so what fails now is damage."""
+    sqlite = _sqlite3()
     try:
         yield
-    except sqlite3.Error as error:
+    except sqlite.Error as error:
         raise MigrationError(
             f"cannot read {path}: {error}. The database is damaged (or was changed while it "
             "was read); nothing was written. Repair it (sqlite3's .recover makes a readable "
@@ -200,6 +220,7 @@ def _open_database(directory: str, scratch: str) -> sqlite3.Connection:
     are copied into ``scratch`` (each measured by what it has on disk first) and the copy is
     read instead. TEXT that is not UTF-8 reads as :class:`_BadText` instead of failing.
     """
+    sqlite = _sqlite3()
     db_path = os.path.join(directory, "cache.db")
     for path in (db_path, db_path + "-wal"):
         if os.path.islink(path):
@@ -209,9 +230,9 @@ def _open_database(directory: str, scratch: str) -> sqlite3.Connection:
         copy = os.path.join(scratch, "cache.db")
         _copy_bounded(db_path, copy)
         _copy_bounded(db_path + "-wal", copy + "-wal")
-        db = sqlite3.connect(_uri(copy, mode="ro"), uri=True)
+        db: sqlite3.Connection = sqlite.connect(_uri(copy, mode="ro"), uri=True)
     else:
-        db = sqlite3.connect(_uri(db_path, mode="ro", immutable="1"), uri=True)
+        db = sqlite.connect(_uri(db_path, mode="ro", immutable="1"), uri=True)
     db.text_factory = _text
     try:
         _check_python_diskcache(db, db_path)
@@ -249,10 +270,11 @@ def _check_python_diskcache(db: sqlite3.Connection, path: str) -> None:
     and one that recurses without end or builds gigabyte blobs would hang the migration or
     exhaust its memory. A real table with the expected columns holds only what is on disk.
     """
+    sqlite = _sqlite3()
     try:
         (app_id,) = db.execute("PRAGMA application_id").fetchone()
         objects = db.execute("SELECT name, type, sql FROM sqlite_master").fetchall()
-    except sqlite3.DatabaseError as error:
+    except sqlite.DatabaseError as error:
         raise NotACacheError(f"{path} is not an SQLite database ({error})") from None
     if app_id == 0x44434F58:
         raise NotACacheError(
@@ -289,17 +311,18 @@ def _schema_problem(
     expected: tuple[tuple[str, str], ...],
 ) -> str | None:
     """What is wrong with the source's ``table``, or None if it is python-diskcache's."""
+    sqlite = _sqlite3()
     if kind != "table":
         return f"{table} is a {kind}, not a table (a view computes its rows when read)"
     if not isinstance(sql, str) or re.match(r"\s*CREATE\s+VIRTUAL\b", sql, re.IGNORECASE):
         return f"{table} is a virtual table"
     try:
         columns = db.execute(f"PRAGMA table_xinfo({table})").fetchall()
-    except sqlite3.DatabaseError as error:
+    except sqlite.DatabaseError as error:
         return f"{table} cannot be read ({error})"
     try:
         tables = db.execute("PRAGMA table_list").fetchall()
-    except sqlite3.DatabaseError:  # SQLite before 3.37 has no table_list
+    except sqlite.DatabaseError:  # SQLite before 3.37 has no table_list
         tables = None
     generated = [str(row[1]) for row in columns if row[6]]
     if generated:
