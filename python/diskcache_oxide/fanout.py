@@ -44,7 +44,7 @@ def _python_adler32(data: bytes) -> int:
 # zlib's C adler32 hashes every key a FanoutCache routes, so it is bound once here rather than
 # imported at each call. A Python built without zlib (some minimal and musl builds) still
 # imports the package and uses FanoutCache: the pure-Python adler32 gives the same shard for
-# every key, only slower (tests/safety/test_lazy_imports.py checks both).
+# every key, only slower (tests/api/test_imports_without_stdlib_modules.py checks both).
 _adler32: Callable[[bytes], int]
 try:
     import zlib
