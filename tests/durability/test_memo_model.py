@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import signal
 import sqlite3
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ from typing import Any
 import diskcache_oxide as dco
 import memo_workers
 import pytest
+import support
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
@@ -196,14 +195,7 @@ def test_the_memo_never_outlives_its_connections(tmp_path: Path, other_process: 
                     code = 0 if same else 3
                 finally:
                     os._exit(code)
-            deadline = time.monotonic() + 60
-            while not (done := os.waitpid(pid, os.WNOHANG))[0]:
-                if time.monotonic() > deadline:
-                    os.kill(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
-                    raise AssertionError("the forked child hung")
-                time.sleep(0.005)
-            assert os.waitstatus_to_exitcode(done[1]) == 0, "the forked child read a stale value"
+            assert support.wait_child(pid) == 0, "the forked child read a stale value"
 
         def teardown(self) -> None:
             for cache in self.caches:

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import signal
-import time
 from typing import Any
 
 import memo_workers
@@ -103,17 +101,7 @@ def test_a_child_forked_after_its_parent_closed_reads_the_new_value(tmp_path, dc
         code = 0 if reader.get("k") == "v1" else 3
         reader.close()
         os._exit(code)
-    deadline = time.monotonic() + 60
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            pytest.fail("the forked child hung")
-        time.sleep(0.02)
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, "the child read a stale value"
+    assert support.wait_child(pid) == 0, "the child read a stale value"
     assert reader.get("k") == "v1"
     reader.close()
 

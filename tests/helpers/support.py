@@ -444,3 +444,20 @@ def worker_model_writer(impl_name: str, directory: str, seed: int, rounds: int, 
         conn.recv()
     conn.send(None)
     cache.close()
+
+
+def wait_child(pid: int, timeout: float = 60.0) -> int:
+    """The exit code of forked child ``pid``; a child still running after ``timeout`` is
+    killed and the test fails, so a hang in a child never hangs the suite."""
+    import os
+    import signal
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not (done := os.waitpid(pid, os.WNOHANG))[0]:
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise AssertionError("the forked child hung")
+        time.sleep(0.005)
+    return os.waitstatus_to_exitcode(done[1])
