@@ -33,6 +33,7 @@ lint: build
 	$(BIN)/mypy
 	$(BIN)/python -m mypy.stubtest diskcache_oxide._core
 	$(BIN)/python -m diskcache_oxide._generate --check
+	bash tools/wheels/check-macos.sh check
 
 # The faces' methods (python/diskcache_oxide/_faces/*.py), generated as source from the API table
 # and Cache's signatures and docstrings: run after changing a call, its docstring or its row
@@ -61,17 +62,14 @@ portable-test: build
 upstream-test: build
 	$(BIN)/python tests/upstream/run.py
 
-# The wheel as a user gets it: built, installed with --no-index into a virtualenv that has
-# nothing else (an undeclared run-time dependency fails here), and the README run from /tmp.
-WHEEL_DIR  := target/wheels
-WHEEL_VENV := target/wheel-venv
-wheel-check: $(DEPS)
-	rm -rf $(WHEEL_DIR) $(WHEEL_VENV)
-	$(BIN)/maturin build --release --quiet --out $(WHEEL_DIR)
-	$(PYTHON) -m venv $(WHEEL_VENV)
-	$(WHEEL_VENV)/bin/python -m pip install --quiet --no-index $(WHEEL_DIR)/*.whl
-	cd /tmp && env -u VIRTUAL_ENV PATH="$(abspath $(WHEEL_VENV))/bin:/usr/bin:/bin" \
-		$(abspath $(WHEEL_VENV))/bin/python -I $(abspath tests/wheel/check_installed.py) $(abspath README.md)
+# The wheel as a user gets it: the manylinux2014 wheel of this machine's CPU that `make wheels`
+# builds (the one pip picks on any glibc Linux, not a build tagged for this machine's glibc),
+# installed with --no-index into a virtualenv that has nothing else (an undeclared run-time
+# dependency fails here), and the README run from /tmp.
+HOST_TARGET := $(shell rustc -vV 2>/dev/null | sed -n 's/^host: //p')
+wheel-check:
+	WHEEL_TARGETS=$(HOST_TARGET) bash tools/wheels/build.sh
+	bash tools/wheels/host-check.sh $(HOST_TARGET)
 
 # The wheels users install (D-066), into dist/: manylinux2014 (glibc 2.17) and musllinux_1_2 for
 # x86_64 and aarch64, macOS 11+ for arm64 and x86_64, and the sdist, all built here with

@@ -46,7 +46,7 @@ for target in $targets; do
         sdist)
             rm -f "$DIST"/diskcache_oxide-*.tar.gz
             "$TOOLS/bin/maturin" sdist --out "$DIST" >/dev/null
-            built+=("$(ls -t "$DIST"/diskcache_oxide-*.tar.gz | head -1)")
+            built+=("$(ls -t "$DIST"/diskcache_oxide-*.tar.gz | sed -n 1p)")
             ;;
         *)
             compatibility=()
@@ -58,7 +58,7 @@ for target in $targets; do
             rm -f "$DIST"/$pattern
             nice -n 10 "$TOOLS/bin/maturin" build --release --quiet --zig --target "$target" \
                 "${compatibility[@]}" --out "$DIST"
-            built+=("$(ls -t "$DIST"/$pattern | head -1)")
+            built+=("$(ls -t "$DIST"/$pattern | sed -n 1p)")
             ;;
     esac
     echo "make wheels: $target built in $(($(date +%s) - started)) s"

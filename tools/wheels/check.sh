@@ -8,13 +8,15 @@
 #            built there from Debian's python3.11 source (bullseye's own python3.9 is older
 #            than the wheel's cp310 abi3);
 #   aarch64  manylinux2014 aarch64 in a Debian 12 arm64 root under qemu-aarch64-static
-#            (binfmt_misc), on Debian's own arm64 python3.11;
+#            (binfmt_misc), on Debian's own arm64 python3.11 (its packages unpacked, their
+#            maintainer scripts not run);
 #   musl     musllinux_1_2 x86_64 on CPython 3.11 built with musl-gcc (Debian's musl-tools),
 #            with zlib (built the same way) and without _sqlite3, _ctypes or _ssl: the package
 #            must import without them.
 #
-# `tools/wheels/check.sh glibc musl` runs only those. Roots and interpreters are built once and
-# kept under target/wheel-roots/ (delete a folder there to rebuild it). Debian packages the
+# `tools/wheels/check.sh glibc musl` runs only those; `--prepare` makes only the roots and
+# interpreters, `--debs` installs only the Debian packages. Roots and interpreters are built once and kept under target/wheel-roots/
+# (delete a folder there to rebuild it). Debian packages the
 # runs need (debootstrap, qemu-user-static, binfmt-support, musl-tools) are installed with
 # apt-get when missing. A run whose tool cannot be had is reported as SKIPPED with the reason,
 # and the script then exits 2 (not 0: a skip is not a pass); a failed run exits 1.
@@ -51,7 +53,7 @@ skip() { # run, reason
 wheel_of() {
     local pattern found
     pattern=$(wheel_pattern "$1")
-    found=$(ls -t "$DIST"/$pattern 2>/dev/null | head -1 || true)
+    found=$(ls -t "$DIST"/$pattern 2>/dev/null | sed -n 1p || true)
     if [ -z "$found" ]; then
         say "no $pattern in $DIST/: run 'make wheels' first" >&2
         return 1
@@ -69,8 +71,11 @@ need_debs() { # command package...
         say "$command is missing and installing ${*} needs root" >&2
         return 1
     fi
-    { apt-get install -y -q "$@" >/dev/null 2>&1 ||
-        { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q "$@" >/dev/null 2>&1; }; } ||
+    # Waits up to 5 min for apt's lock, should another install be running.
+    local wait=(-o DPkg::Lock::Timeout=300)
+    { apt-get "${wait[@]}" install -y -q "$@" >/dev/null 2>&1 ||
+        { apt-get "${wait[@]}" update -q >/dev/null 2>&1 &&
+            apt-get "${wait[@]}" install -y -q "$@" >/dev/null 2>&1; }; } ||
         return 1
     command -v "$command" >/dev/null 2>&1
 }
@@ -78,7 +83,7 @@ need_debs() { # command package...
 # Debian's mirror, read from this machine's apt configuration (its bookworm main index).
 debian_mirror() {
     apt-cache policy 2>/dev/null |
-        sed -nE 's|^ *[0-9]+ (https?://[^ ]+) bookworm/main .*|\1|p' | head -1
+        sed -nE 's|^ *[0-9]+ (https?://[^ ]+) bookworm/main .*|\1|p' | sed -n 1p
 }
 
 # Debian 12's source package of CPython (the upstream tarball Debian ships, checked against the
@@ -86,7 +91,7 @@ debian_mirror() {
 # that adds a deb-src line for the mirror above, leaving the machine's apt configuration alone.
 cpython_source() {
     local src=$ROOTS/src mirror tarball
-    tarball=$(ls "$src"/${CPYTHON_SOURCE_PACKAGE}_*.orig.tar.* 2>/dev/null | head -1 || true)
+    tarball=$(ls "$src"/${CPYTHON_SOURCE_PACKAGE}_*.orig.tar.* 2>/dev/null | sed -n 1p || true)
     if [ -z "$tarball" ]; then
         mirror=$(debian_mirror)
         [ -n "$mirror" ] || { say "no Debian bookworm mirror in apt's configuration" >&2; return 1; }
@@ -99,7 +104,7 @@ cpython_source() {
         apt-get "${apt_options[@]}" update -q >/dev/null
         (cd "$src" && apt-get "${apt_options[@]}" source --download-only -q \
             "$CPYTHON_SOURCE_PACKAGE" >/dev/null)
-        tarball=$(ls "$src"/${CPYTHON_SOURCE_PACKAGE}_*.orig.tar.* | head -1)
+        tarball=$(ls "$src"/${CPYTHON_SOURCE_PACKAGE}_*.orig.tar.* | sed -n 1p)
     fi
     echo "$tarball"
 }
@@ -164,13 +169,14 @@ run_glibc() {
         rm -rf "$root/build"
         touch "$root/.python-ready"
     fi
+    [ "$PREPARE_ONLY" = 1 ] && { RESULT[glibc]="prepared"; return; }
     wheel=$(wheel_of x86_64-unknown-linux-gnu) || { RESULT[glibc]="FAILED: no wheel"; return; }
     enter_root "$root"
     cp "$wheel" "$root/wheel-check/"
     check_script "$CPYTHON_PREFIX/bin/python3.11" "/wheel-check/$(basename "$wheel")" \
         /wheel-check /tmp/wheel-venv >"$root/wheel-check/run.sh"
     if chroot "$root" /bin/sh /wheel-check/run.sh; then
-        RESULT[glibc]="passed: $(basename "$wheel") on glibc $(chroot "$root" ldd --version | head -1 | awk '{print $NF}')"
+        RESULT[glibc]="passed: $(basename "$wheel") on glibc $(chroot "$root" ldd --version | awk 'NR == 1 {print $NF}')"
     else
         RESULT[glibc]="FAILED: $(basename "$wheel") in the bullseye root"
     fi
@@ -194,17 +200,28 @@ run_aarch64() {
     if [ ! -f "$root/.ready" ]; then
         mirror=$(debian_mirror)
         [ -n "$mirror" ] || { skip aarch64 "no Debian mirror in apt's configuration"; return; }
-        say "aarch64: debootstrap of Debian 12 (bookworm, arm64) into $root, from $mirror"
+        say "aarch64: Debian 12 (bookworm, arm64) unpacked into $root, from $mirror"
         rm -rf "$root"
-        # --foreign unpacks here; the second stage runs the arm64 dpkg under qemu.
+        # --foreign: debootstrap downloads every package and unpacks the essential ones on
+        # this machine; its second stage would run the arm64 dpkg and every maintainer script
+        # under qemu, five minutes for nothing the checks use (byte-compiling, alternatives,
+        # ldconfig's cache: Debian's loader searches the multiarch folders without it). So the
+        # rest are unpacked here too, as debootstrap unpacks the first ones (the usr-merged
+        # /bin, /lib links kept): 25 s instead of 6 min.
         # python3-distutils: python3.11-venv depends on python3.11-distutils, which only it
         # provides, and debootstrap's resolver does not follow provides.
-        { debootstrap --arch=arm64 --foreign --variant=minbase --include=python3.11-venv,python3-distutils \
-            bookworm "$root" "$mirror" && chroot "$root" /debootstrap/debootstrap --second-stage; } \
-            >"$ROOTS/bookworm-arm64.log" 2>&1 ||
+        (
+            debootstrap --arch=arm64 --foreign --variant=minbase \
+                --include=python3.11-venv,python3-distutils bookworm "$root" "$mirror" &&
+                for deb in "$root"/var/cache/apt/archives/*.deb; do
+                    dpkg-deb --fsys-tarfile "$deb" |
+                        tar -xf - -C "$root" --keep-directory-symlink || exit 1
+                done
+        ) >"$ROOTS/bookworm-arm64.log" 2>&1 ||
             { skip aarch64 "debootstrap of bookworm arm64 failed (see $ROOTS/bookworm-arm64.log)"; return; }
         touch "$root/.ready"
     fi
+    [ "$PREPARE_ONLY" = 1 ] && { RESULT[aarch64]="prepared"; return; }
     wheel=$(wheel_of aarch64-unknown-linux-gnu) || { RESULT[aarch64]="FAILED: no wheel"; return; }
     enter_root "$root"
     cp "$wheel" "$root/wheel-check/"
@@ -220,13 +237,13 @@ run_aarch64() {
 # A source package's upstream tarball for the musl build (zlib), fetched like CPython's.
 debian_source() { # package
     local src=$ROOTS/src
-    ls "$src"/${1}_*.orig.tar.* 2>/dev/null | head -1 && return 0
+    ls "$src"/${1}_*.orig.tar.* 2>/dev/null | sed -n 1p && return 0
     cpython_source >/dev/null || return 1
     (cd "$src" && apt-get -o "Dir::Etc::SourceList=$src/apt/sources.list" \
         -o "Dir::Etc::SourceParts=/nonexistent" -o "Dir::State::Lists=$src/apt/lists" \
         -o "Dir::Cache=$src/apt/cache" -o "Debug::NoLocking=1" \
         source --download-only -q "$1" >/dev/null) || return 1
-    ls "$src"/${1}_*.orig.tar.* | head -1
+    ls "$src"/${1}_*.orig.tar.* | sed -n 1p
 }
 
 run_musl() {
@@ -270,6 +287,7 @@ run_musl() {
         rm -rf "$home/zlib-src" "$home/cpython-src"
         touch "$home/.ready"
     fi
+    [ "$PREPARE_ONLY" = 1 ] && { RESULT[musl]="prepared"; return; }
     wheel=$(wheel_of x86_64-unknown-linux-musl) || { RESULT[musl]="FAILED: no wheel"; return; }
     mkdir -p "$home/wheel-check"
     cp tests/wheel/check_installed.py tests/wheel/exchange.py README.md "$home/wheel-check/"
@@ -319,6 +337,18 @@ run_versions() {
     fi
 }
 
+# --prepare: the roots and interpreters only, no wheel needed (.ci/run makes them in the
+# background while `make test` runs, and checks the wheels after).
+# --debs: only the Debian packages the runs need (.ci/run installs them in the foreground, so
+# that the background job never holds apt's lock when `make test`'s own setup asks for it).
+PREPARE_ONLY=0
+case "${1:-}" in
+    --prepare) PREPARE_ONLY=1; shift ;;
+    --debs)
+        need_debs debootstrap debootstrap && need_debs qemu-aarch64-static qemu-user-static &&
+            need_debs update-binfmts binfmt-support && need_debs musl-gcc musl-tools
+        exit ;;
+esac
 runs=${*:-glibc aarch64 musl}
 [ "$(id -u)" = 0 ] || say "not root: chroot, mount and apt-get need root; runs that need them will fail"
 mkdir -p "$ROOTS"
@@ -341,7 +371,7 @@ say "summary:"
 for run in $runs; do
     echo "  $run (${TIME[$run]} s): ${RESULT[$run]:-FAILED: no result}"
     case "${RESULT[$run]:-}" in
-        passed*) ;;
+        passed* | prepared) ;;
         SKIPPED*) [ $status = 1 ] || status=2 ;;
         *) status=1 ;;
     esac

@@ -8,14 +8,20 @@ wheel_tools() {
     local stamp="$TOOLS/.requirements"
     # First on PATH: maturin --zig looks for `python3 -m ziglang` there.
     export PATH="$PWD/$TOOLS/bin:$PATH"
-    if [ -x "$TOOLS/bin/python" ] && cmp -s tools/wheels/requirements.txt "$stamp"; then
-        return
-    fi
-    echo "wheels: installing maturin, ziglang and auditwheel into $TOOLS"
-    rm -rf "$TOOLS"
-    "${PYTHON:-python3}" -m venv "$TOOLS"
-    "$TOOLS/bin/python" -m pip install --quiet -r tools/wheels/requirements.txt
-    cp tools/wheels/requirements.txt "$stamp"
+    mkdir -p target
+    # One installer at a time (.ci/run builds wheels in the background while `make lint` checks
+    # the macOS build); the second finds the stamp and goes on.
+    (
+        flock 9
+        if [ -x "$TOOLS/bin/python" ] && cmp -s tools/wheels/requirements.txt "$stamp"; then
+            exit 0
+        fi
+        echo "wheels: installing maturin, ziglang and auditwheel into $TOOLS"
+        rm -rf "$TOOLS"
+        "${PYTHON:-python3}" -m venv "$TOOLS"
+        "$TOOLS/bin/python" -m pip install --quiet -r tools/wheels/requirements.txt
+        cp tools/wheels/requirements.txt "$stamp"
+    ) 9>target/.wheel-tools.lock
 }
 
 # The Rust standard library of each target named (sdist is skipped), added with rustup when
@@ -29,7 +35,7 @@ rust_targets() {
     done
     if [ ${#missing[@]} -gt 0 ]; then
         echo "wheels: rustup target add ${missing[*]}"
-        rustup target add "${missing[@]}" || {
+        flock target/.wheel-tools.lock rustup target add "${missing[@]}" || {
             echo "wheels: could not add the Rust targets ${missing[*]} (rustup needs its" \
                 "registry). Install them with 'rustup target add', or build only the others" \
                 "with WHEEL_TARGETS=..." >&2
