@@ -229,7 +229,7 @@ def eviction(cache: Any) -> dict[str, Any]:
 def forgotten_jobs(cache: Any) -> dict[str, int]:
     """How many ids of each job queue were forgotten because their record was gone from the
     server (evicted, or deleted or overwritten by another program), by queue."""
-    found: dict[str, int] = _run(cache, _inspect_ops().forgotten_jobs(cache))
+    found: dict[str, int] = _run(cache, _inspect_ops().forgotten_jobs(cache._base))
     return found
 
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from ._payonce import Outcome
+    from ._sentinels import Outcome
 
 __all__ = ["CALLS", "FACES", "Body", "Call", "Face", "Miss", "Remote", "shaped"]
 
@@ -138,7 +138,7 @@ def computed(
     ``pass_claim``; with ``outcome``, in a pair with ``Outcome.COMPUTED``)."""
     value = fn(*args, claim=None, **kwargs) if pass_claim else fn(*args, **kwargs)
     if outcome:
-        from ._payonce import Outcome  # _payonce builds on core, which builds on this module
+        from ._sentinels import Outcome
 
         return value, Outcome.COMPUTED
     return value

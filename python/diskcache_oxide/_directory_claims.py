@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .core import ENOVAL, Cache
+from ._sentinels import ENOVAL
+from .core import Cache
 
 __all__ = ["DirectoryClaims"]
 

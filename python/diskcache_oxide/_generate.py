@@ -46,8 +46,8 @@ _TYPE_NAMES = {
     "Mapping": "from collections.abc import Mapping",
     "warnings": "import warnings",
     "Cache": "from ..core import Cache",
-    "Constant": "from ..core import Constant",
-    "Outcome": "from .._payonce import Outcome",
+    "Constant": "from .._sentinels import Constant",
+    "Outcome": "from .._sentinels import Outcome",
     "R": "from ..core import R",
     "_Tag": "from .._core import _Tag",
     "_Side": "from .._core import _Side",
@@ -57,7 +57,7 @@ _TYPE_NAMES = {
 }
 
 #: Where a default that is not a literal comes from (imported at run time).
-_VALUE_NAMES = {"ENOVAL": "from ..core import ENOVAL"}
+_VALUE_NAMES = {"ENOVAL": "from .._sentinels import ENOVAL"}
 
 _BUILTINS = frozenset(dir(builtins))
 

@@ -50,6 +50,14 @@ def open(url_or_path: Any, **settings: Any) -> Any:
     return _redis_cache(url_or_path, settings)
 
 
+def open_directory(path: str, **settings: Any) -> Any:
+    """A cache directory's :class:`~diskcache_oxide.Cache` at ``path``: for a feature given a
+    path (``JobQueue(path)``), which names no backend itself."""
+    from .core import Cache
+
+    return Cache(path, **settings)
+
+
 def _redis_cache(client_or_url: Any, settings: dict[str, Any]) -> Any:
     try:
         from .remote import RedisCache

@@ -38,13 +38,12 @@ implementing that protocol.
 
 from __future__ import annotations
 
-import enum
 import logging
 import time
 from collections.abc import Awaitable, Callable, Generator
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from .core import ENOVAL, Constant
+from ._sentinels import COMPUTING, ENOVAL, Outcome
 
 if TYPE_CHECKING:
     from .claims import Claim, Claims
@@ -58,36 +57,12 @@ T = TypeVar("T")
 
 _log = logging.getLogger("diskcache_oxide")
 
-#: What ``get_or_compute(..., if_computing="skip")`` returns when another caller holds the
-#: claim: the value is being computed elsewhere, and this caller did not wait for it.
-COMPUTING = Constant("COMPUTING")
-
 #: The heartbeat renews a claim after this fraction of its lease has passed.
 HEARTBEAT_FRACTION = 1 / 3
 
 #: Waiters look again at least this often (seconds): where there is no directory watch, and
 #: so that a deadline is never slept past by more than this.
 WAIT_SLICE = 1.0
-
-
-class Outcome(enum.Enum):
-    """What a pay-once call did, given by ``get_or_compute(..., outcome=True)`` beside the
-    value (D-052)."""
-
-    #: The value was there already: this call computed nothing and waited for nobody.
-    CACHED = "cached"
-    #: This call held the claim and computed the value (perhaps after waiting for another
-    #: caller whose turn failed or whose claim ran out).
-    COMPUTED = "computed"
-    #: Another caller was computing the value; this call waited for it and returns what that
-    #: caller stored.
-    WAITED = "waited"
-    #: Another caller was computing the value and ``if_computing='skip'`` returned
-    #: :data:`COMPUTING` at once.
-    SKIPPED = "skipped"
-
-    def __repr__(self) -> str:
-        return f"Outcome.{self.name}"
 
 
 # ---- the storage primitives -------------------------------------------------------------------
@@ -233,7 +208,7 @@ def get_or_compute(
             return COMPUTING, Outcome.SKIPPED
         remaining = WAIT_SLICE if deadline is None else deadline - time.monotonic()
         if remaining <= 0:
-            from .claims import ClaimTimeout
+            from .errors import ClaimTimeout
 
             raise ClaimTimeout(f"no value for {key!r} appeared within {limit} s")
         waited = True

@@ -44,12 +44,16 @@ from typing import (
 
 from . import _payonce as core
 from ._directory_claims import DirectoryClaims
+from ._keying import keyed
 from ._payonce import HEARTBEAT_FRACTION, ClaimBackend, ClaimRegistry
 from ._seconds import LEASE as _LEASE_RULE
 from ._seconds import TIMEOUT as _TIMEOUT_RULE
 from ._seconds import seconds
-from .core import ENOVAL, Cache, Constant, keyed
-from .errors import CacheError
+from ._sentinels import COMPUTING as COMPUTING
+from ._sentinels import ENOVAL, Constant
+from ._sentinels import Outcome as Outcome
+from .core import Cache
+from .errors import ClaimTimeout as ClaimTimeout
 
 if TYPE_CHECKING:
     from .remote.cache import RedisCache
@@ -78,21 +82,6 @@ _log = logging.getLogger("diskcache_oxide")
 
 #: The default lease, in seconds: renewed by the heartbeat while the value is computed.
 LEASE = 60.0
-
-#: What ``get_or_compute(..., if_computing="skip")`` returns when another caller holds the
-#: claim: the value is being computed elsewhere, and this caller did not wait for it.
-COMPUTING = core.COMPUTING
-
-#: What a pay-once call did (``outcome=True``): CACHED, COMPUTED, WAITED or SKIPPED.
-Outcome = core.Outcome
-
-
-class ClaimTimeout(CacheError, TimeoutError):
-    """A claim could not be taken, or a computed value did not appear, within ``timeout``.
-
-    Not to be confused with :class:`~diskcache_oxide.Timeout`, which means the database
-    stayed locked.
-    """
 
 
 class ClaimInfo(NamedTuple):

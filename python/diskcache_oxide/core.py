@@ -9,8 +9,6 @@ naturally Python lives here: construction, ``transact()``, ``memoize()``, ``chec
 from __future__ import annotations
 
 import contextlib
-import functools
-import inspect
 import logging
 import os
 import os.path
@@ -22,18 +20,14 @@ from collections.abc import Callable, Collection, Iterator
 from typing import (
     TYPE_CHECKING,
     Any,
-    Generic,
     Literal,
     ParamSpec,
-    Protocol,
     TypeVar,
     cast,
     overload,
 )
 
 if TYPE_CHECKING:  # only for annotations: the package has no run-time dependencies
-    from ._payonce import Outcome
-
     if sys.version_info >= (3, 11):
         from typing import Self
     else:
@@ -41,7 +35,20 @@ if TYPE_CHECKING:  # only for annotations: the package has no run-time dependenc
 
 from . import _core
 from ._faces.durable import DurableCacheCalls
-from ._seconds import ANY, Rule, seconds
+from ._keying import Memoized as Memoized
+from ._keying import args_to_key as args_to_key
+from ._keying import full_name as full_name
+from ._keying import keyed as keyed
+from ._keying import memoize_on as memoize_on
+from ._seconds import ANY, seconds
+
+# The sentinels live on the ground floor (_sentinels), where every backend and feature shares
+# them; python-diskcache's users import ENOVAL, UNKNOWN and Constant from here.
+from ._sentinels import ENOVAL as ENOVAL
+from ._sentinels import UNKNOWN as UNKNOWN
+from ._sentinels import Constant as Constant
+from ._sentinels import Outcome
+from .directory.store import DirectoryStore
 
 # python-diskcache's diskcache.core defines both of check()'s warning classes: they stay
 # importable from here (the binding picks a problem's class, see _core._check).
@@ -63,19 +70,6 @@ P = ParamSpec("P")
 R = TypeVar("R")
 _C = TypeVar("_C", bound="Cache")
 
-
-class Constant(tuple[str]):
-    """A named sentinel that shows its name as its repr (``ENOVAL``, ``UNKNOWN``)."""
-
-    def __new__(cls, name: str) -> Constant:
-        return super().__new__(cls, (name,))
-
-    def __repr__(self) -> str:
-        return str(self[0])
-
-
-ENOVAL = Constant("ENOVAL")
-UNKNOWN = Constant("UNKNOWN")
 
 #: The settings a cache keeps in its directory, with their defaults (python-diskcache 5.6.3).
 DEFAULT_SETTINGS: dict[str, Any] = {
@@ -121,103 +115,6 @@ _DISK_UNSUPPORTED = (
     "with diskcache_oxide.register_type(cls, name, encode, decode); to keep pickling "
     "everything the safe format cannot express, open the cache with pickle=True"
 )
-
-
-#: ``memoize(expire=)``: None or any number (0 or less: results are only looked up).
-_EXPIRE = Rule(None, False, none=True)
-
-
-def full_name(func: Callable[..., Any]) -> str:
-    """The ``module.qualname`` of ``func``."""
-    return f"{func.__module__}.{func.__qualname__}"
-
-
-def _type_name(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
-def args_to_key(
-    base: tuple[Any, ...],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    typed: bool,
-    ignore: Collection[int | str],
-) -> tuple[Any, ...]:
-    """The cache key of one call, laid out as python-diskcache lays it out.
-
-    ``base + args + (None,) + sorted keyword items``, minus the ignored positions and
-    names; with ``typed``, followed by the argument types. Types are written as their
-    ``'module.qualname'`` strings, since the safe format does not store type objects.
-    """
-    kept = tuple(arg for index, arg in enumerate(args) if index not in ignore)
-    key: tuple[Any, ...] = base + kept + (None,)
-    items: list[tuple[str, Any]] = []
-    if kwargs:
-        items = sorted((name, value) for name, value in kwargs.items() if name not in ignore)
-        for item in items:
-            key += item
-    if typed:
-        key += tuple(_type_name(type(arg)) for arg in kept)
-        if kwargs:
-            key += tuple(_type_name(type(value)) for _, value in items)
-    return key
-
-
-class Memoized(Protocol, Generic[P, R]):
-    """A function wrapped by :meth:`Cache.memoize`."""
-
-    __wrapped__: Callable[P, R]
-
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
-
-    def __cache_key__(self, *args: P.args, **kwargs: P.kwargs) -> tuple[Any, ...]: ...
-
-
-def keyed(
-    name: str | None,
-    typed: bool,
-    ignore: Collection[int | str],
-    call: Callable[[Callable[..., Any], tuple[Any, ...], tuple[Any, ...], dict[str, Any]], Any]
-    | None,
-    namer: Callable[[Callable[..., Any]], str] = full_name,
-) -> Callable[[Callable[..., Any]], Any]:
-    """The body of every keyed decorator (``memoize``, ``NullCache.memoize``,
-    ``compute_once``, ``acompute_once``): a decorator whose wrapper keys each call as
-    :func:`args_to_key` does, under ``name`` (default: ``namer(func)``), and returns
-    ``call(func, key, args, kwargs)``: awaited if ``call`` is a coroutine function, so the
-    wrapper is one too. With ``call=None`` the wrapper only calls ``func`` (a cache that stores
-    nothing). The wrapper has ``__cache_key__(*args, **kwargs)`` and ``func``'s name and
-    docstring (``functools.wraps``)."""
-
-    def decorator(func: Callable[..., Any]) -> Any:
-        base = (namer(func),) if name is None else (name,)
-
-        def cache_key(*args: Any, **kwargs: Any) -> tuple[Any, ...]:
-            return args_to_key(base, args, kwargs, typed, ignore)
-
-        wrapper: Callable[..., Any]
-        if call is None:
-
-            def wrapper(*args: Any, **kwargs: Any) -> Any:
-                return func(*args, **kwargs)
-
-        elif inspect.iscoroutinefunction(call):
-
-            async def wrapper(*args: Any, **kwargs: Any) -> Any:
-                return await call(
-                    func, args_to_key(base, args, kwargs, typed, ignore), args, kwargs
-                )
-
-        else:
-
-            def wrapper(*args: Any, **kwargs: Any) -> Any:
-                return call(func, args_to_key(base, args, kwargs, typed, ignore), args, kwargs)
-
-        functools.update_wrapper(wrapper, func)
-        wrapper.__cache_key__ = cache_key  # type: ignore[union-attr]
-        return wrapper
-
-    return decorator
 
 
 def _reopen(
@@ -277,6 +174,10 @@ class Cache(_core.CacheCore):
         if durable and not issubclass(cls, _DurableCache):
             return cast("Self", super().__new__(_durable_class(cls)))
         return super().__new__(cls)
+
+    def _dco_store(self) -> DirectoryStore:
+        """This directory's answers to the features (the seam, ``_store.store_of``)."""
+        return DirectoryStore(self)
 
     def __init__(
         self,
@@ -553,36 +454,6 @@ class Cache(_core.CacheCore):
             pass_claim=pass_claim,
             **kwargs,
         )
-
-
-def memoize_on(
-    cache: Any,
-    name: str | None,
-    typed: bool,
-    expire: float | None,
-    tag: str | int | float | bytes | None,
-    ignore: Collection[int | str],
-) -> Callable[[Callable[P, R]], Memoized[P, R]]:
-    """The memoizing decorator of :meth:`Cache.memoize`, over anything with python-diskcache's
-    ``get``/``set`` (a Cache or a FanoutCache)."""
-    if callable(name):
-        raise TypeError("name cannot be callable")
-    seconds(expire, "expire", _EXPIRE)
-
-    def memoized(
-        func: Callable[..., Any],
-        key: tuple[Any, ...],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> Any:
-        result = cache.get(key, default=ENOVAL, retry=True)
-        if result is ENOVAL:
-            result = func(*args, **kwargs)
-            if expire is None or expire > 0:
-                cache.set(key, result, expire, tag=tag, retry=True)
-        return result
-
-    return cast(Callable[[Callable[P, R]], Memoized[P, R]], keyed(name, typed, ignore, memoized))
 
 
 # ----- durable handles (D-020) ---------------------------------------------------------------

@@ -27,7 +27,9 @@ import functools
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, TypeVar, cast
 
-from .core import ENOVAL, Cache, args_to_key, full_name
+from ._keying import args_to_key, full_name
+from ._sentinels import ENOVAL
+from .core import Cache
 from .errors import UnsupportedTypeError
 from .fanout import FanoutCache
 from .persistent import Deque, Index

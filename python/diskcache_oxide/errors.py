@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "CacheError",
+    "ClaimTimeout",
     "CorruptValueError",
     "DatabaseError",
     "DecodeError",
@@ -22,6 +23,7 @@ __all__ = [
     "UnknownFileWarning",
     "UnknownTypeError",
     "UnsafeValueError",
+    "UnsupportedError",
     "UnsupportedTypeError",
     "ValueTooLargeError",
 ]
@@ -105,6 +107,19 @@ class UnexpectedReplyError(CacheError):
     another service speaking RESP on that port, a damaged connection). The message names the
     call and shows a short, escaped excerpt of the reply; nothing was decoded from it, and a
     write may or may not have been applied (D-061)."""
+
+
+class ClaimTimeout(CacheError, TimeoutError):
+    """A claim could not be taken, or a computed value did not appear, within ``timeout``.
+
+    Not to be confused with :class:`~diskcache_oxide.Timeout`, which means the database
+    stayed locked.
+    """
+
+
+class UnsupportedError(CacheError, NotImplementedError):
+    """A call or setting a directory has and Redis cannot hold (D-058); the message names the
+    alternative."""
 
 
 class UnknownFileWarning(UserWarning):

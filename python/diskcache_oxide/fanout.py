@@ -20,7 +20,9 @@ from typing import Any, ParamSpec, TypeVar
 
 from . import _core
 from ._faces.fanout import FanoutCacheCalls
-from .core import DEFAULT_SETTINGS, ENOVAL, Cache, Memoized, memoize_on
+from ._keying import Memoized, memoize_on
+from ._sentinels import ENOVAL
+from .core import DEFAULT_SETTINGS, Cache
 from .errors import Timeout
 from .persistent import Deque, Index
 from .registry import _BY_TYPE

@@ -17,7 +17,9 @@ from typing import Any, Literal, ParamSpec, TypeVar, cast
 from ._api import CALLS, leads
 from ._docs import mirror_docs
 from ._faces.null import NullCacheCalls
-from .core import DEFAULT_SETTINGS, ENOVAL, Cache, Memoized, keyed
+from ._keying import Memoized, keyed
+from ._sentinels import ENOVAL
+from .core import DEFAULT_SETTINGS, Cache
 
 __all__ = ["NullCache"]
 

@@ -34,7 +34,9 @@ from collections.abc import (
 )
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
-from .core import ENOVAL, Cache, Memoized
+from ._keying import Memoized
+from ._sentinels import ENOVAL
+from .core import Cache
 
 if TYPE_CHECKING:  # only for annotations: redis-py is an extra
     from .remote.cache import RedisCache
@@ -85,7 +87,7 @@ def _checked(cache: Any, cls: str) -> Cache | RedisCache:
 
 def _unsupported(what: str) -> Exception:
     """The clear error for a collection call that cannot hold on Redis (D-058)."""
-    from .remote import UnsupportedError
+    from .errors import UnsupportedError
 
     return UnsupportedError(
         f"{what} on a RedisCache needs several calls to be one transaction, which Redis "

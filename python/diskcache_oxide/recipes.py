@@ -29,8 +29,10 @@ import time
 from collections.abc import Callable, Collection
 from typing import Any, ParamSpec, TypeVar, cast
 
+from ._keying import Memoized, full_name, keyed
 from ._seconds import Rule, seconds
-from .core import ENOVAL, Cache, Memoized, full_name, keyed
+from ._sentinels import ENOVAL
+from .core import Cache
 from .fanout import FanoutCache
 
 __all__ = [

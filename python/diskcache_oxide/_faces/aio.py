@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..core import ENOVAL
+from .._sentinels import ENOVAL
 
 if TYPE_CHECKING:
     import warnings

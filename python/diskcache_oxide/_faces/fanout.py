@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from typing import Any, Literal
 
     from .._core import _Tag
-    from .._payonce import Outcome
-    from ..core import Cache, Constant, R
+    from .._sentinels import Constant, Outcome
+    from ..core import Cache, R
 
 __all__ = ["FanoutCacheCalls"]
 

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from typing import Any, Literal
 
     from .._core import _Side, _Tag
-    from .._payonce import Outcome
-    from ..core import Constant, R
+    from .._sentinels import Constant, Outcome
+    from ..core import R
 
 __all__ = ["NullCacheCalls"]
 

@@ -9,8 +9,9 @@ from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
 from .._docs import mirror_docs
+from .._store import Job, JobCounts, JobInfo, Swept, _count, _job_id, _seconds
 from ..core import Cache
-from ..jobs import Job, JobCounts, JobInfo, JobQueue, Swept, _count, _job_id, _seconds
+from ..jobs import JobQueue
 from ._run import T, _in_thread, _taking
 
 if TYPE_CHECKING:

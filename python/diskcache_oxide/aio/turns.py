@@ -19,8 +19,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, cast
 
 from .. import _payonce as core
+from .._keying import keyed
+from .._sentinels import ENOVAL
 from ..claims import LEASE, Claim, Claims, Outcome, _if_computing, _lease, _timeout, stable_name
-from ..core import ENOVAL, Cache, keyed
+from ..core import Cache
 from ._run import P, R, _log, _Tag
 from .cache import AsyncCache
 from .claims import _runner, _storage

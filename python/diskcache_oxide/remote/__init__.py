@@ -9,6 +9,8 @@ same package can hold Valkey and other servers speaking the protocol.
 
 from __future__ import annotations
 
+from ..errors import UnsupportedError
+
 # cache first: without redis-py it raises the ImportError that names the extra to install.
 from . import cache as _cache  # noqa: F401
 from ._io import (
@@ -20,7 +22,7 @@ from ._io import (
 )
 from ._policy import EvictionWarning
 from .aio import AsyncRedisCache, asyncio_client, blocking_client, open_async_client
-from .cache import RedisCache, UnsupportedError, open_client
+from .cache import RedisCache, open_client
 
 __all__ = [
     "AsyncRedisCache",

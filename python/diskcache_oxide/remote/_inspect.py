@@ -25,8 +25,8 @@ from __future__ import annotations
 from typing import Any
 
 from ._io import Command, Op
+from ._members import claims_id
 from ._ops import Namespace, _qid
-from .claims import _cid
 
 __all__ = [
     "PAGE",
@@ -147,11 +147,12 @@ def statistics(ns: Namespace) -> Op[tuple[int, int, bool]]:
 # ---- jobs -----------------------------------------------------------------------------------
 
 
-def forgotten_jobs(ns: Namespace) -> Op[dict[str, int]]:
+def forgotten_jobs(base: bytes) -> Op[dict[str, int]]:
     """How many ids of each job queue the job scripts forgot because the job's record was
     gone from the server (evicted, or deleted or overwritten by another program: issue 29),
-    by queue name: one ``HGETALL`` of the count they keep (``B..'jf'``)."""
-    reply = yield _read("HGETALL", ns._base + b"jf")
+    by queue name, in the namespace of key prefix ``base``: one ``HGETALL`` of the count they
+    keep (``B..'jf'``)."""
+    reply = yield _read("HGETALL", base + b"jf")
     pairs = reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2], strict=True)
     found = {}
     for queue, count in pairs:
@@ -177,7 +178,7 @@ def claim_sets(ns: Namespace) -> Op[list[tuple[str, bytes]]]:
 
 def _sets(ns: Namespace, namespace: str | None) -> Op[list[tuple[str, bytes]]]:
     if namespace is not None:
-        return [(namespace, _cid(namespace))]
+        return [(namespace, claims_id(namespace))]
     return (yield from claim_sets(ns))
 
 

@@ -70,6 +70,7 @@ import redis.connection
 import redis.exceptions as rx
 
 from ..errors import CacheError, UnexpectedReplyError, ValueTooLargeError
+from ._members import key_of
 
 __all__ = [
     "CONNECT_TIMEOUT",
@@ -600,8 +601,6 @@ def _key_named(key: bytes, base: bytes) -> str:
         if rest == part or (part.endswith(b":") and rest.startswith(part)):
             if part == b"e:":
                 try:
-                    from ._ops import key_of
-
                     return (
                         f"the key {shown} ({words} the cache key {excerpt(key_of(rest[2:]), 80)})"
                     )

@@ -18,7 +18,6 @@ from __future__ import annotations
 import io
 import logging
 import math
-import re
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any, BinaryIO, Literal
@@ -28,9 +27,12 @@ import redis
 from .. import _core
 from .._api import missed, shaped
 from .._seconds import ANY, Rule, seconds
-from ..core import ENOVAL
-from ..errors import CacheError, CorruptValueError, DecodeError
+from .._sentinels import ENOVAL
+from ..errors import CorruptValueError, DecodeError
+from ..errors import UnsupportedError as UnsupportedError
 from ._io import BULK, COUNT, Command, NotReplicatedError, Op, Script, Shape, array, nil_or
+from ._members import key_of as key_of
+from ._members import member as member
 
 __all__ = ["Namespace", "UnsupportedError"]
 
@@ -40,9 +42,6 @@ _Tag = str | int | float | bytes | None
 _Side = Literal["front", "back"]
 _Arg = bytes | str | int | float
 
-#: A key of the D-054 queue shape with a prefix: ``'{prefix}-'`` and exactly 15 ASCII digits.
-_ITEM = re.compile(r"(.*)-([0-9]{15})", re.DOTALL)
-_LAST = 999_999_999_999_999
 _EXPIRE = Rule(None, False, none=True)
 _TIMEOUT = Rule(">= 0", True, none=True)
 #: How many entries one call of the clear/expire/evict scripts removes, so that a large
@@ -58,11 +57,6 @@ _PAGE = 200
 #: The furthest expiry the scripts store, in ms from now (about 285,000 years): a longer one is
 #: never (a Lua number is a double, exact up to 2**53).
 _FURTHEST = 2.0**53 / 1000
-
-
-class UnsupportedError(CacheError, NotImplementedError):
-    """A call or setting a directory has and Redis cannot hold (D-058); the message names the
-    alternative."""
 
 
 class Namespace:
@@ -138,33 +132,6 @@ class Namespace:
 
 
 # ----- the codec of keys, members, values and tags ---------------------------------------
-
-
-def member(key: Any) -> bytes:
-    """The member naming ``key`` in the namespace: its queue and number for a key of the
-    D-054 shape, else its frame."""
-    kind = type(key)
-    if kind is float and key.is_integer() and 0 <= key <= _LAST:
-        # A directory holds 2.0 and 2 as one key (SQLite compares them equal), and so
-        # does the key frame; a queue-shaped int has its own member, so 2.0 takes it too.
-        key, kind = int(key), int
-    if kind is str:
-        found = _ITEM.fullmatch(key)
-        if found is not None:
-            prefix = found.group(1).encode("utf-8", "surrogatepass")
-            return b"q:s" + prefix + b":" + found.group(2).encode()
-    elif kind is int and 0 <= key <= _LAST:
-        return b"q:i:%015d" % key
-    return b"k:" + _core.encode_key(key)
-
-
-def key_of(data: bytes) -> Any:
-    """The key a member names."""
-    if data.startswith(b"q:i:"):
-        return int(data[4:])
-    if data.startswith(b"q:s"):
-        return data[3:-16].decode("utf-8", "surrogatepass") + "-" + data[-15:].decode()
-    return _core.decode_key(data[2:])
 
 
 def _qid(prefix: str | None) -> bytes:

@@ -35,7 +35,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._ops import UnsupportedError
+from ..errors import UnsupportedError
 
 __all__ = [
     "ADVICE",

@@ -32,11 +32,13 @@ if TYPE_CHECKING:  # only for annotations: the package has no run-time dependenc
         from typing_extensions import Self
 
 from .._faces.remote import RedisCacheCalls
-from ..core import Memoized, memoize_on
+from .._keying import Memoized, memoize_on
+from ..errors import UnsupportedError
 from . import _ops
 from ._io import CONNECT_TIMEOUT, Link, TLSConnection
-from ._ops import Namespace, UnsupportedError
+from ._ops import Namespace
 from ._scripts import SCRIPTS
+from .store import RemoteStore
 
 __all__ = ["RedisCache", "UnsupportedError"]
 
@@ -118,6 +120,10 @@ class RedisCache(RedisCacheCalls, Namespace):
     def client(self) -> Any:
         """The redis-py client."""
         return self._client
+
+    def _dco_store(self) -> RemoteStore:
+        """This namespace's answers to the features (the seam, ``_store.store_of``)."""
+        return RemoteStore(self)
 
     def close(self) -> None:
         """Close the client's connections if this cache opened it from a URL; as a directory's

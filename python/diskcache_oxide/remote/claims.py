@@ -23,9 +23,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..core import ENOVAL
+from .._sentinels import ENOVAL
 from . import _ops
 from ._io import Command, Link, Op, Script
+from ._members import claims_id
 from ._ops import Namespace
 from ._policy import check_eviction
 from ._scripts import CLAIM_SCRIPTS, SCRIPTS
@@ -62,14 +63,9 @@ def _record(fields: list[Any]) -> _Record:
     )
 
 
-def _cid(namespace: str) -> bytes:
-    name = namespace.encode("utf-8", "surrogatepass")
-    return str(len(name)).encode() + b":" + name
-
-
 def _script(name: str, namespace: str, key: Any, *args: bytes | str | int) -> Script:
     frame = b"" if key is ENOVAL else _ops.member(key)
-    return Script(f"claim_{name}", (_cid(namespace), frame, *args))
+    return Script(f"claim_{name}", (claims_id(namespace), frame, *args))
 
 
 # ---- the operations: ClaimBackend ----

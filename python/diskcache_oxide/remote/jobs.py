@@ -26,13 +26,13 @@ import os
 import time
 from collections.abc import Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import redis
 
 from .. import _core
+from .._store import _error_text, _optional_seconds, _seconds, pass_delay
 from ..errors import CorruptValueError, DecodeError
-from ..jobs import JobQueue, _error_text, _optional_seconds, _seconds, pass_delay
 from . import _inspect, _ops
 from ._io import AsyncLink, Command, Link, Op, Request, Script
 from ._job_scripts import JOB_SCRIPTS
@@ -41,16 +41,12 @@ from ._policy import check_eviction
 if TYPE_CHECKING:
     import sys
 
-    from .cache import RedisCache
-
     if sys.version_info >= (3, 11):
         from typing import Self
     else:
         from typing_extensions import Self
 
-# JobQueue is the one class for both backends; it is named here too, so that code that looks
-# for "the JobQueue on Redis" in this module (the operator's tools) finds it.
-__all__ = ["AsyncRedisJobs", "JobQueue", "RedisJob", "RedisJobInfo", "RedisJobs"]
+__all__ = ["AsyncRedisJobs", "RedisJob", "RedisJobInfo", "RedisJobs"]
 
 _State = Literal["ready", "leased", "dead"]
 _STATES: dict[bytes, _State] = {b"0": "ready", b"1": "leased", b"2": "dead"}
@@ -809,6 +805,22 @@ def _preview(frame: bytes, width: int) -> str:
 # ---- the storage ----------------------------------------------------------------------------
 
 
+class JobsNamespace(Protocol):
+    """What the job storage reads of its :class:`~diskcache_oxide.remote.RedisCache`: a
+    protocol, so that this module need not import the cache's (which reaches it through its
+    store, remote/store.py)."""
+
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def client(self) -> Any: ...
+
+    _base: bytes
+    _link: Link
+    _pickle: bool
+    _slice: float
+
+
 class RedisJobs:
     """The jobs of one :class:`~diskcache_oxide.remote.RedisCache` namespace, with the calls
     of the binding's ``JobsCore``: the storage ``JobQueue`` runs on for Redis. Arguments
@@ -823,7 +835,7 @@ class RedisJobs:
 
     __slots__ = ("_link", "_pickle", "_slice", "cache")
 
-    def __init__(self, cache: RedisCache, *, strict: bool = False) -> None:
+    def __init__(self, cache: JobsNamespace, *, strict: bool = False) -> None:
         # Opening is where a server that would evict jobs without a word is caught: the
         # policy is read once per server and process (remote._policy).
         check_eviction(cache, "jobs", strict=strict)
@@ -934,7 +946,7 @@ class RedisJobs:
         server (evicted under a ``maxmemory-policy`` that may evict them, or deleted or
         overwritten by another program), by queue name; each was logged once, by the call
         that forgot it. A directory never loses a job's record this way."""
-        found: dict[str, int] = self._link.run(_inspect.forgotten_jobs(self.cache))
+        found: dict[str, int] = self._link.run(_inspect.forgotten_jobs(self.cache._base))
         return found
 
     def requeue(self, id: int, delay: float) -> bool:
