@@ -16,28 +16,12 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ._options import CLI_MODULES, INSTALL_CLI, INSTALL_DASHBOARD, absent
+
 if TYPE_CHECKING:
     import click
 
 __all__ = ["INSTALL_CLI", "INSTALL_DASHBOARD", "absent", "build", "main"]
-
-#: What to run when the command line's libraries are missing.
-INSTALL_CLI = "pip install 'diskcache_oxide[cli]'"
-#: What to run when the dashboard's libraries are missing.
-INSTALL_DASHBOARD = "pip install 'diskcache_oxide[dashboard]'"
-
-CLI_MODULES = ("click", "rich")
-
-
-def absent(modules: Sequence[str]) -> list[str]:
-    """The names in ``modules`` that cannot be imported here."""
-    missing = []
-    for name in modules:
-        try:
-            __import__(name)
-        except ImportError:
-            missing.append(name)
-    return missing
 
 
 def build() -> click.Group:

@@ -14,25 +14,17 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__, admin
 from ..core import Cache
+from ._options import KEY_HELP, json_option, key_options, target_argument
 from ._output import Failure, Out, age, describe, jsonable, parse_key, shown, size
 
 if TYPE_CHECKING:
     import click
 
 __all__ = ["build_group", "check", "get", "info", "keys", "vacuum"]
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-KEY_HELP = (
-    "KEY is a str as typed. --int reads it as an int; --literal as a Python literal, "
-    "such as ('user', 1), b'raw', 1.5 or None: the form `keys` prints. (--json is the "
-    "output format, as everywhere.)"
-)
 
 
 # ---- the commands' work ---------------------------------------------------------------------
@@ -194,28 +186,6 @@ def _silence_stdout() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, fd)
     os.close(devnull)
-
-
-def json_option(func: F) -> F:
-    import click
-
-    return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")(
-        func
-    )
-
-
-def target_argument() -> Callable[[F], F]:
-    """The TARGET argument: a cache directory or a Redis URL."""
-    import click
-
-    return click.argument("target", metavar="TARGET")
-
-
-def key_options(func: F) -> F:
-    import click
-
-    func = click.option("--literal", is_flag=True, help="KEY is a Python literal.")(func)
-    return click.option("--int", "as_int", is_flag=True, help="KEY is an int.")(func)
 
 
 def build_group() -> click.Group:

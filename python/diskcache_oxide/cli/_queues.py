@@ -8,7 +8,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from .. import admin
-from ._app import KEY_HELP, json_option, key_options, target_argument
+from ._options import KEY_HELP, json_option, key_options, target_argument
 from ._output import ERROR_WIDTH, Failure, Out, age, cut, describe, parse_key, shown
 
 if TYPE_CHECKING:

@@ -9,8 +9,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from .. import admin
-from . import INSTALL_DASHBOARD, absent
-from ._app import json_option
+from ._options import INSTALL_DASHBOARD, absent, json_option
 from ._output import Failure, Out, jsonable
 
 if TYPE_CHECKING:

@@ -29,7 +29,6 @@ without them.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import os
 import secrets
 import socket
@@ -39,7 +38,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import __version__, admin
+from .. import admin
+from .._core import __version__
+from .._hosts import allowed_hosts, is_loopback
 from ..cli._output import shown
 from .state import LIMITS, Page, PageError, TaskRates, snapshot
 
@@ -122,25 +123,6 @@ def _literal(text: str) -> Any:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return _NOT_A_LITERAL
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def allowed_hosts(host: str) -> list[str]:
-    """The Host header names the app answers to when bound to ``host``: the loopback names
-    for a loopback address, that address alone for another, anything for a wildcard."""
-    if _is_loopback(host):
-        return ["127.0.0.1", "localhost", "[::1]", "::1", host]
-    if host in ("0.0.0.0", "::", ""):
-        return ["*"]
-    return [host, f"[{host}]"]
 
 
 def create_app(
@@ -417,7 +399,7 @@ def serve(
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     mode = "actions on (retry, bury, purge, release)" if allow_actions else "read-only"
     print(f"dashboard of {admin.location(target)} at http://{shown}:{bound}/ ({mode})", flush=True)
-    if not _is_loopback(host):
+    if not is_loopback(host):
         print(
             f"warning: {host} is reachable from other machines and the dashboard has no login",
             file=sys.stderr,

@@ -16,12 +16,13 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, TypeVar, cast, overload
 from urllib.parse import urlsplit
 
 from .._seconds import NONNEGATIVE, seconds
 from ..errors import UnsupportedTypeError
 from ..jobs import JobQueue
+from . import _registry
 from ._metrics import TaskTotals, read_totals
 from ._naming import task_name
 from ._payload import make_call
@@ -55,15 +56,11 @@ MAX_BACKOFF = 600.0
 
 _REDIS_SCHEMES = ("redis", "rediss", "unix")
 
-_registry: dict[str, Task[Any]] = {}
-_registry_lock = threading.Lock()
-
 
 def registered() -> dict[str, Task[Any]]:
     """The tasks declared in this process, by name (a copy). A name declared twice is the
     later declaration's."""
-    with _registry_lock:
-        return dict(_registry)
+    return cast("dict[str, Task[Any]]", _registry.declared())
 
 
 def _seconds_or_none(name: str, value: object) -> float | None:
@@ -295,8 +292,7 @@ class Tasks:
         if unknown:
             raise TypeError(f"@tasks.task got unknown options {unknown}; it takes {sorted(known)}")
         made = (kind or Task)(self, func, **options, **extra)
-        with _registry_lock:
-            _registry[made.name] = made
+        _registry.declare(made.name, made)
         return made
 
 

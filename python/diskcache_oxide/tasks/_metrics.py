@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import DecodeError
+from ._registry import declared
 
 __all__ = [
     "BUCKETS",
@@ -161,9 +162,7 @@ class Recorder:
 
     def __init__(self, cache: Any, *, prometheus: bool, names: Iterable[str] | None = None) -> None:
         if names is None:
-            from ._app import registered
-
-            names = sorted(registered())
+            names = sorted(declared())
         self.cache = cache
         self.lock = threading.Lock()
         self.pending = _Pending()
@@ -582,13 +581,13 @@ def host_checked(app: Any, allowed: Sequence[str]) -> Any:
 def serve_worker_metrics(recorder: Recorder, queues: Sequence[str], host: str, port: int) -> int:
     """Serve the worker's ``/metrics`` on ``host:port`` (a daemon thread); returns the port
     bound (``port`` 0: a free one). It answers only to the Host names of ``host`` (as the
-    dashboard: :func:`~diskcache_oxide.dashboard.allowed_hosts`), and warns in the log when
+    dashboard: ``allowed_hosts``), and warns in the log when
     ``host`` is reachable from other machines."""
     from wsgiref.simple_server import make_server
 
     from prometheus_client import exposition as served
 
-    from ..dashboard import _is_loopback, allowed_hosts
+    from .._hosts import allowed_hosts, is_loopback
 
     client = require_prometheus()
     recorder.registry.register(DepthCollector(recorder.cache, queues))
@@ -599,7 +598,7 @@ def serve_worker_metrics(recorder: Recorder, queues: Sequence[str], host: str, p
 
     server = make_server(host.strip("[]"), port, app, Server, handler_class=served._SilentHandler)
     threading.Thread(target=server.serve_forever, daemon=True, name="metrics-http").start()
-    if not _is_loopback(host):
+    if not is_loopback(host):
         _log.warning(
             "--metrics-host %s is reachable from other machines, and the metrics (task and "
             "queue names) have no login",

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..errors import DecodeError, UnsupportedTypeError
 from ._errors import ResultTimeout, TaskCancelled, TaskError, TaskFailed
@@ -32,9 +32,24 @@ from ._payload import ERROR_LIMIT, result_key, wake_prefix
 if TYPE_CHECKING:
     from collections.abc import Generator
 
-    from ._app import Tasks
+    from ..jobs import JobQueue
 
 __all__ = ["RECHECK", "STATUSES", "Status", "TaskResult", "store_record", "wake"]
+
+
+class TasksApp(Protocol):
+    """What a result reads of its :class:`~diskcache_oxide.tasks.Tasks`: a protocol, so that
+    this module need not import the one that imports it (tests/api/test_layers.py)."""
+
+    @property
+    def where(self) -> str: ...
+    @property
+    def cache(self) -> Any: ...
+    @property
+    def jobs(self) -> JobQueue: ...
+    @property
+    def default_result_expire(self) -> float | None: ...
+
 
 #: A task's statuses. ``failed``: it raised on its last attempt (its job is in the dead
 #: letters, the record keeps the traceback); ``dead``: its job is in the dead letters with no
@@ -116,7 +131,7 @@ class TaskResult:
 
     __slots__ = ("_tasks", "id")
 
-    def __init__(self, tasks: Tasks, task_id: int) -> None:
+    def __init__(self, tasks: TasksApp, task_id: int) -> None:
         self._tasks = tasks
         #: The task's id: its job's id in the JobQueue (never reused).
         self.id = task_id

@@ -35,8 +35,8 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from ..cli._output import shown
 from ..errors import DecodeError
@@ -44,7 +44,6 @@ from ._payload import make_call
 
 if TYPE_CHECKING:
     from ..jobs import JobQueue
-    from ._app import PeriodicTask
 
 __all__ = [
     "CLAIM_PREFIX",
@@ -56,6 +55,22 @@ __all__ = [
     "Scheduler",
     "tick_name",
 ]
+
+
+class Periodic(Protocol):
+    """What the scheduler reads of a periodic task (``tasks._app.PeriodicTask``): a protocol,
+    so that this module need not import the one that imports it (tests/api/test_layers.py)."""
+
+    name: str
+    queue: str
+    cadence: Every | Cron
+    missed: str
+    max_catch_up: int
+    takes_tick: bool
+
+    @property
+    def max_attempts(self) -> int: ...
+
 
 #: Key prefixes of the claims of ticks and of the schedules' states.
 CLAIM_PREFIX = "diskcache_oxide.tasks.tick."
@@ -201,7 +216,7 @@ class Scheduler:
     when no tick is new (arithmetic only); a new tick costs one ``add`` per worker, and its
     claimer a few more calls."""
 
-    def __init__(self, jobs: JobQueue, periodic: list[PeriodicTask[Any]]) -> None:
+    def __init__(self, jobs: JobQueue, periodic: Sequence[Periodic]) -> None:
         self.jobs = jobs
         self.cache = jobs.cache
         self.periodic = periodic
@@ -222,13 +237,13 @@ class Scheduler:
                 # The next tick tries again; a tick whose claim was stored stays unfired.
                 _log.exception("%s: the scheduler could not settle the tick at %s", task.name, tick)
 
-    def claim(self, task: PeriodicTask[Any], tick: float, what: str) -> bool:
+    def claim(self, task: Periodic, tick: float, what: str) -> bool:
         """Claim a tick; True for the one worker that stores the claim."""
         gap = max(task.cadence.next_after(tick) - tick, 0.0)
         keep = max(CLAIM_FLOOR, gap * (CLAIM_WINDOW + 2))
         return bool(self.cache.add(CLAIM_PREFIX + tick_name(task.name, tick), what, expire=keep))
 
-    def settle(self, task: PeriodicTask[Any], tick: float) -> None:
+    def settle(self, task: Periodic, tick: float) -> None:
         """Claim the tick now due; if this worker won it, count or queue the missed ticks
         before it, queue it, and record it as the schedule's last."""
         if not self.claim(task, tick, "fired"):
@@ -327,7 +342,7 @@ class Scheduler:
             return None, f"a last tick in the future ({_when(last)})"
         return float(last), None
 
-    def replace_state(self, task: PeriodicTask[Any], tick: float, bad: str) -> None:
+    def replace_state(self, task: Periodic, tick: float, bad: str) -> None:
         """A state that is junk (written by hand, or damaged): said once, replaced by the
         tick now due, which runs (how many ticks were missed cannot be known)."""
         _log.warning(
@@ -341,7 +356,7 @@ class Scheduler:
         self.fire(task, tick)
         self.cache.set(STATE_PREFIX + task.name, {"last": tick})
 
-    def fire(self, task: PeriodicTask[Any], tick: float) -> int:
+    def fire(self, task: Periodic, tick: float) -> int:
         """Queue a tick's job; returns its id."""
         kwargs = {"tick": tick} if task.takes_tick else {}
         return self.jobs.put(
