@@ -67,14 +67,14 @@ def has_store(cache: object) -> bool:
     return callable(getattr(type(cache), "_dco_store", None))
 
 
-def store_of(cache: object, what: str = "cache") -> Store:
+def store_of(cache: object) -> Store:
     """The :class:`Store` of ``cache``, whichever backend it is: the only place a backend is
     recognised. It asks the object (its class's ``_dco_store``), never its type, so that a
     backend that is not loaded is never imported to find out. Anything else is a
-    ``TypeError`` naming ``what`` the caller was given."""
+    ``TypeError``."""
     supply = getattr(type(cache), "_dco_store", None)
     if supply is None or not callable(supply):
-        raise TypeError(f"{what} must be a Cache or a RedisCache, not {type(cache).__name__}")
+        raise TypeError(f"cache must be a Cache or a RedisCache, not {type(cache).__name__}")
     store: Store = supply(cache)
     return store
 

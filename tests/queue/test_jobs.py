@@ -494,3 +494,22 @@ def test_bad_arguments_are_refused(dc: Any, cache: Any, jobs: Any) -> None:
     job = jobs.take()
     with pytest.raises((ValueError, TypeError)):
         jobs.fail(job, retry_in=float("nan"))
+
+
+# ---- which store a JobQueue is given (the seam: _store.store_of, D-068) ----------------------
+
+
+def test_a_queue_on_anything_but_a_store_or_a_path_is_a_clear_type_error(tmp_path: Any) -> None:
+    import diskcache_oxide as dco
+    from diskcache_oxide.jobs import jobs_of
+
+    with pytest.raises(TypeError, match="cache_or_directory must be a Cache, a RedisCache or a"):
+        dco.JobQueue(42)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="cache must be a Cache or a RedisCache, not FanoutCache"):
+        jobs_of(dco.FanoutCache(str(tmp_path / "fan")))  # type: ignore[arg-type]
+    # A path opens a directory whose cache never evicts, and its jobs are the directory's.
+    queue = dco.JobQueue(tmp_path / "jobs")
+    assert queue.cache.eviction_policy == "none"
+    assert queue.put("x") > 0
+    assert repr(queue).startswith(f"JobQueue({str(tmp_path / 'jobs')!r}, ")
+    assert dco.JobQueue(str(tmp_path / "jobs")).take().value == "x"
