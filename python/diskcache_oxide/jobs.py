@@ -19,7 +19,6 @@ from __future__ import annotations
 import builtins
 import logging
 import os
-import sys
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -45,11 +44,6 @@ from ._store import (
 if TYPE_CHECKING:  # only for annotations: the package has no run-time dependencies
     from .core import Cache
     from .remote.cache import RedisCache
-
-    if sys.version_info >= (3, 11):
-        pass
-    else:
-        pass
 
 __all__ = ["Job", "JobCounts", "JobInfo", "JobQueue", "JobState", "JobsBackend", "Swept"]
 
