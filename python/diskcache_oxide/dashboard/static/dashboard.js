@@ -339,8 +339,10 @@
     try {
       const ok = draw(await fetchState());
       if (ok) lastOk = Date.now();
-      await fetchTasks();
+      // The badge with the state just drawn, in the same turn: set after the tasks' fetch,
+      // the page showed a problem under a "live" badge while that fetch was awaited.
       showLive(ok);
+      await fetchTasks();
     } catch (error) {
       showLive(false);
     } finally {
