@@ -1,5 +1,7 @@
-"""What the asyncio faces share: running a blocking engine call in a worker thread, and
-giving back what a cancelled call took."""
+"""What every asyncio face and feature shares (the faces of both backends, and the asyncio
+claims, turns and jobs): running a blocking call in a worker thread, and giving back what a
+cancelled call took. On the seam's floor, so that a backend may use it without importing a
+feature (tests/api/test_layers.py)."""
 
 from __future__ import annotations
 
@@ -7,11 +9,11 @@ import asyncio
 import contextvars
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import Any, Literal, ParamSpec, TypeVar
 
-from .._api import shaped
+from ._api import shaped
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -59,6 +61,39 @@ async def _taking(
 
         inner.add_done_callback(orphaned)
         raise
+
+
+async def _taken_or_given_back(
+    take: Awaitable[T], give_back: Callable[[T], Awaitable[object]]
+) -> T:
+    """Await ``take`` in a task of its own; if the caller is cancelled meanwhile, what it took
+    is handed to ``give_back`` once it ends, instead of being dropped (:func:`_taking`'s
+    twin for an awaitable)."""
+    loop = asyncio.get_running_loop()
+    task = loop.create_task(_awaited(take))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+
+        def orphaned(done: asyncio.Task[T]) -> None:
+            _giving_back.discard(done)
+            if done.cancelled() or done.exception() is not None:
+                return
+            back = loop.create_task(_awaited(give_back(done.result())))
+            _giving_back.add(back)
+            back.add_done_callback(_giving_back.discard)
+
+        _giving_back.add(task)
+        task.add_done_callback(orphaned)
+        raise
+
+
+#: Strong references to the takes of cancelled callers and their give-backs, until they end.
+_giving_back: set[asyncio.Task[Any]] = set()
+
+
+async def _awaited(work: Awaitable[T]) -> T:
+    return await work
 
 
 def _reshape(item: Any, expire_time: bool, tag: bool) -> Any:

@@ -46,6 +46,7 @@ _TYPE_NAMES = {
     "Mapping": "from collections.abc import Mapping",
     "warnings": "import warnings",
     "Cache": "from ..core import Cache",
+    "CacheCore": "from .._core import CacheCore",
     "Constant": "from .._sentinels import Constant",
     "Outcome": "from .._sentinels import Outcome",
     "R": "from ..core import R",
@@ -70,6 +71,13 @@ change the table or Cache and run `make api`; `make lint` fails while this file 
 '''
 
 
+def _isort_key(name: str) -> tuple[int, str, str]:
+    """Where ruff's isort puts ``name`` among the names of one ``from`` import: constants,
+    then classes, then the rest (a leading underscore makes ``_Side`` one of the rest)."""
+    kind = 0 if len(name) > 1 and name.isupper() else 1 if name[0].isupper() else 2
+    return kind, name.lower(), name
+
+
 # ----- Cache's members, as declared --------------------------------------------------------
 
 
@@ -89,10 +97,15 @@ class _Declared:
 
 def _declared() -> dict[str, _Declared]:
     """Cache's members as annotated ``def`` nodes: the compiled core's from ``_core.pyi``,
-    then the Python ones from ``core.py`` (which take precedence). An ``@overload`` is
+    then the Python ones: ``get_or_compute`` from the pay-once mixin ``claims.PayOnceCalls``,
+    the rest from ``core.py`` (which take precedence). An ``@overload`` is
     skipped: the implementation's signature is the one a face has."""
     found: dict[str, _Declared] = {}
-    for file, cls in (("_core.pyi", "CacheCore"), ("core.py", "Cache")):
+    for file, cls in (
+        ("_core.pyi", "CacheCore"),
+        ("claims.py", "PayOnceCalls"),
+        ("core.py", "Cache"),
+    ):
         source = (PACKAGE / file).read_text()
         for node in ast.parse(source).body:
             if isinstance(node, ast.ClassDef) and node.name == cls:
@@ -286,7 +299,7 @@ class _Imports:
         for line in sorted(plain):
             groups[0].append(pad + line)
         for module in sorted(merged, key=lambda m: (m.startswith("."), m.lstrip(".").lower())):
-            names = ", ".join(sorted(merged[module], key=lambda n: (n.lower(), n)))
+            names = ", ".join(sorted(merged[module], key=_isort_key))
             line = f"{pad}from {module} import {names}"
             if len(line) > _WIDTH:  # one name a line, as ruff format splits an import
                 line = "\n".join(

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+import os
+import sys
+from typing import Any, TypeAlias
 from urllib.parse import parse_qsl, unquote, urlsplit
+
+from ._store import store_of
+from .errors import CacheError
 
 __all__ = ["open"]
 
@@ -50,9 +55,10 @@ def open(url_or_path: Any, **settings: Any) -> Any:
     return _redis_cache(url_or_path, settings)
 
 
-def open_directory(path: str, **settings: Any) -> Any:
-    """A cache directory's :class:`~diskcache_oxide.Cache` at ``path``: for a feature given a
-    path (``JobQueue(path)``), which names no backend itself."""
+def open_directory(path: str | os.PathLike[str] | None, **settings: Any) -> Any:
+    """A cache directory's :class:`~diskcache_oxide.Cache` at ``path`` (None: a new temporary
+    directory): for a feature given a path (``JobQueue(path)``, ``Deque(directory)``, the
+    operator's tools), which names no backend itself."""
     from .core import Cache
 
     return Cache(path, **settings)
@@ -64,6 +70,19 @@ def _redis_cache(client_or_url: Any, settings: dict[str, Any]) -> Any:
     except ImportError as error:
         raise ImportError(f"the Redis backend needs redis-py ({error}): {_INSTALL}") from error
     return RedisCache(client_or_url, **settings)
+
+
+def asyncio_face_of(cache: object) -> type | None:
+    """The class of ``cache``'s own asyncio face, where its backend has one (a RedisCache:
+    :class:`~diskcache_oxide.remote.AsyncRedisCache`, on redis-py's asyncio client); None
+    where it has none (``AsyncCache`` runs a directory's calls in threads). A Redis cache
+    exists only once its module is loaded, so an unloaded one is never imported to find out."""
+    remote = sys.modules.get("diskcache_oxide.remote.cache")
+    if remote is not None and isinstance(cache, remote.RedisCache):
+        from .remote.aio import AsyncRedisCache
+
+        return AsyncRedisCache
+    return None
 
 
 #: What a password is written as wherever a URL is shown (logs, the CLI, the dashboard).
@@ -98,3 +117,107 @@ def without_password(url: str) -> str:
         for pair in parts.query.split("&")
     )
     return parts._replace(netloc=netloc, query=query).geturl()
+
+
+# ---- the operator's targets -----------------------------------------------------------------
+# A cache directory or a Redis namespace's URL, as the operator's tools (diskcache_oxide.admin,
+# the command line, the dashboard, admin.copy) name it, show it and open it.
+
+#: What the operator's calls take: a directory's Cache or a Redis namespace's RedisCache (a
+#: cache with a store, ``_store.has_store``). Typed loosely, so that the tools name no backend.
+AnyCache: TypeAlias = Any
+
+#: The URL schemes that name a Redis namespace (as diskcache_oxide.open takes them).
+REDIS_SCHEMES = _REDIS_SCHEMES
+
+#: The socket timeout of the Redis handles the tools open (seconds): long enough for any read
+#: an operator's command makes, short enough that a server that stops answering (paused,
+#: partitioned) is reported instead of hanging the command or the dashboard's polls.
+REDIS_TIMEOUT = 10.0
+
+
+def is_url(target: object) -> bool:
+    """Whether ``target`` is a Redis URL (``redis://``, ``rediss://``, ``unix://``) rather
+    than a directory."""
+    if not isinstance(target, str) or "://" not in target:
+        return False
+    return urlsplit(target).scheme.lower() in REDIS_SCHEMES
+
+
+def errors() -> tuple[type[BaseException], ...]:
+    """The errors of a backend that a tool reports as one line, not a traceback: the cache's
+    and the system's, and redis-py's (a server down, a timeout) once redis-py is in use."""
+    found: list[type[BaseException]] = [CacheError, OSError]
+    redis = sys.modules.get("redis")
+    if redis is not None:
+        found.append(redis.RedisError)
+    return tuple(found)
+
+
+def location(target: Any) -> str:
+    """A cache as a tool names it: a directory's path, or a Redis namespace as a URL
+    (``redis://host:port/db?namespace=NS``, its password left out)."""
+    if isinstance(target, (str, os.PathLike)):
+        text = os.fspath(target)
+        # The URL as it may be printed: without a password (either form redis-py reads).
+        return without_password(text) if is_url(text) else text
+    return store_of(target).inspector().location
+
+
+def open_cache(
+    target: str | os.PathLike[str],
+    *,
+    write: bool = False,
+    pickle: bool = False,
+    timeout: float = REDIS_TIMEOUT,
+) -> AnyCache:
+    """The cache at ``target``: a directory, read-only unless ``write`` (an operator's
+    command that changes something), which must exist (nothing is created); or a Redis URL
+    (``redis://host:port/db?namespace=NS``, ``rediss://``, ``unix://``, ``?cluster=1``),
+    opened through :func:`diskcache_oxide.open` with a socket ``timeout`` in seconds, and
+    checked to answer (a PING). Redis has no read-only handle: the reading calls here use
+    read commands only, whatever ``write``.
+
+    :raises FileNotFoundError: if there is no cache in the directory
+    :raises CacheError: if the Redis server does not answer, or redis-py is not installed
+    """
+    if is_url(target):
+        return open_redis(str(target), pickle, timeout)
+    path = os.fspath(target)
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"no directory {path!r}")
+    if not os.path.exists(os.path.join(path, "cache.db")):
+        if os.path.exists(os.path.join(path, "000", "cache.db")):
+            raise FileNotFoundError(
+                f"{path!r} holds the shards of a FanoutCache (000, 001, ...), not a cache: "
+                f"give one shard's directory, such as {os.path.join(path, '000')!r}"
+            )
+        raise FileNotFoundError(f"no diskcache_oxide cache in {path!r} (no cache.db there)")
+    if write:
+        return open_directory(path, pickle=pickle)
+    return open_directory(path, read_only=True, pickle=pickle)
+
+
+def open_redis(url: str, pickle: bool, timeout: float = REDIS_TIMEOUT) -> AnyCache:
+    """The RedisCache of ``url``, checked to answer (a PING).
+
+    :raises CacheError: if it cannot be opened or the server does not answer
+    """
+    shown = without_password(url)
+    try:
+        cache = open(url, pickle=pickle, timeout=timeout)
+    except ImportError as error:
+        raise CacheError(str(error)) from None
+    except ValueError as error:  # a bad namespace, a URL redis-py cannot read
+        raise CacheError(f"cannot open {shown}: {error}") from None
+    try:
+        store_of(cache).inspector().ping()
+    except Exception as error:
+        cache.close()
+        if isinstance(error, errors()):
+            raise CacheError(
+                f"cannot reach the Redis server of {shown}: {error} (is it running, and is the "
+                "URL right?)"
+            ) from None
+        raise
+    return cache

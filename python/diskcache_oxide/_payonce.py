@@ -41,12 +41,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Generator
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ._sentinels import COMPUTING, ENOVAL, Outcome
-
-if TYPE_CHECKING:
-    from .claims import Claim, Claims
+from ._store import ClaimBackend
 
 __all__ = [
     "ClaimBackend",
@@ -65,61 +63,6 @@ HEARTBEAT_FRACTION = 1 / 3
 WAIT_SLICE = 1.0
 
 
-# ---- the storage primitives -------------------------------------------------------------------
-
-
-class ClaimBackend(Protocol):
-    """The storage primitives of claims and compute-once: everything the pay-once protocol
-    asks of where the values and the claims live.
-
-    Claims are scoped by ``namespace`` and keyed by the value's key; each is owned by a
-    random ``token`` and runs out ``lease`` seconds after it was taken or last extended.
-    Every method may block (briefly, except :meth:`wait_for_change`); the asyncio driver
-    runs them in the cache's executor, so an implementation need not be async.
-    ``diskcache_oxide._directory_claims.DirectoryClaims`` implements it for a cache
-    directory.
-    """
-
-    def get(self, key: Any) -> Any:
-        """The stored value of ``key``, or ``ENOVAL`` if there is none."""
-
-    def store(self, key: Any, value: Any, expire: float | None, tag: Any) -> None:
-        """Store ``value`` under ``key`` (expiring after ``expire`` seconds, None: never,
-        with ``tag``), and wake the waiters of :meth:`wait_for_change`."""
-
-    def try_acquire(
-        self, namespace: str, key: Any, lease: float, token: str, host: str, pid: int
-    ) -> bool:
-        """Take the claim on ``key`` for ``token`` if it is free or its lease ran out, in one
-        atomic step; False (at once) if someone holds it."""
-
-    def extend(self, namespace: str, key: Any, token: str, lease: float) -> bool:
-        """Make ``token``'s live claim on ``key`` run out ``lease`` seconds from now; False if
-        ``token`` does not hold it, or its lease ran out."""
-
-    def release(self, namespace: str, key: Any, token: str) -> bool:
-        """Remove ``token``'s live claim on ``key``; False if ``token`` does not hold it."""
-
-    def wait_for_change(self, namespace: str, key: Any, seconds: float, value: bool) -> bool:
-        """Sleep up to ``seconds`` until the claim on ``key`` is released or runs out (or,
-        with ``value``, a value is stored under ``key``); True if it was woken by a change.
-        Returning early is always allowed: the callers look again."""
-
-
-class ClaimRegistry(ClaimBackend, Protocol):
-    """:class:`ClaimBackend` with the inspection an operator needs: what
-    :class:`~diskcache_oxide.claims.Claims` offers besides taking and releasing."""
-
-    def holder(self, namespace: str, key: Any) -> tuple[str, str, int, float, float] | None:
-        """``(token, host, pid, acquired, expires)`` of the live claim on ``key``, or None."""
-
-    def break_claim(self, namespace: str, key: Any) -> bool:
-        """Remove the claim on ``key`` whoever holds it; False if there was none."""
-
-    def claims(self, namespace: str) -> list[tuple[Any, tuple[str, str, int, float, float]]]:
-        """The live claims of ``namespace``: ``(key, (token, host, pid, acquired, expires))``."""
-
-
 # ---- the operations ---------------------------------------------------------------------------
 
 GET = "get"
@@ -132,6 +75,29 @@ WAIT_FREE = "wait-free"
 COMPUTE = "compute"
 TURN = "turn"
 SLEEP = "sleep"
+
+
+class Claim(Protocol):
+    """What the protocol asks of a claim (:class:`diskcache_oxide.Claim` is one): declared
+    here so that this module does not import ``claims``, which imports it."""
+
+    @property
+    def key(self) -> Any: ...
+    @property
+    def lease(self) -> float: ...
+    def extend(self) -> bool: ...
+    def release(self) -> bool: ...
+
+
+class Claims(Protocol):
+    """What the protocol asks of a set of claims (:class:`diskcache_oxide.Claims` is one)."""
+
+    @property
+    def backend(self) -> ClaimBackend: ...
+    @property
+    def namespace(self) -> str: ...
+    def try_acquire(self, key: Any, lease: float = ...) -> Claim | None: ...
+
 
 #: One step of the protocol: the operation and its argument.
 Step = tuple[str, Any]

@@ -43,20 +43,18 @@ from typing import (
 )
 
 from . import _payonce as core
-from ._directory_claims import DirectoryClaims
 from ._keying import keyed
-from ._payonce import HEARTBEAT_FRACTION, ClaimBackend, ClaimRegistry
+from ._payonce import HEARTBEAT_FRACTION
 from ._seconds import LEASE as _LEASE_RULE
 from ._seconds import TIMEOUT as _TIMEOUT_RULE
 from ._seconds import seconds
 from ._sentinels import COMPUTING as COMPUTING
 from ._sentinels import ENOVAL, Constant
 from ._sentinels import Outcome as Outcome
-from .core import Cache
+from ._store import ClaimBackend as ClaimBackend
+from ._store import ClaimRegistry as ClaimRegistry
+from ._store import Store, Stored, store_of
 from .errors import ClaimTimeout as ClaimTimeout
-
-if TYPE_CHECKING:
-    from .remote.cache import RedisCache
 
 __all__ = [
     "COMPUTING",
@@ -70,6 +68,7 @@ __all__ = [
     "Claims",
     "ComputeOnce",
     "Outcome",
+    "PayOnceCalls",
     "compute_once",
     "get_or_compute",
     "stable_name",
@@ -77,6 +76,8 @@ __all__ = [
 
 P = ParamSpec("P")
 R = TypeVar("R")
+#: The cache a set of claims lives in: a Cache, a RedisCache (anything with a store).
+C = TypeVar("C", bound=Stored)
 
 _log = logging.getLogger("diskcache_oxide")
 
@@ -115,26 +116,19 @@ def _if_computing(value: object) -> Literal["wait", "skip"]:
     return cast(Literal["wait", "skip"], value)
 
 
-def backend_of(cache: Cache | RedisCache, *, strict: bool = False) -> ClaimRegistry:
-    """The storage of ``cache``'s claims and values (:class:`ClaimBackend`): the cache
-    directory's, through its one adapter (``_directory_claims``), or a
+def backend_of(cache: Stored, *, strict: bool = False) -> ClaimRegistry:
+    """The storage of ``cache``'s claims and values (:class:`ClaimBackend`), as its store
+    supplies it (``_store.store_of``): the cache directory's claims table, or a
     :class:`~diskcache_oxide.remote.RedisCache` namespace's
-    (:class:`~diskcache_oxide.remote.claims.RedisClaims`, imported only then, so the package
-    works without redis-py)."""
-    if isinstance(cache, Cache):
-        return DirectoryClaims(cache)
-    remote = sys.modules.get("diskcache_oxide.remote.cache")  # loaded if there is a RedisCache
-    if remote is not None and isinstance(cache, remote.RedisCache):
-        from .remote.claims import RedisClaims
-
-        return RedisClaims(cache, strict=strict)
-    raise TypeError(f"cache must be a Cache or a RedisCache, not {type(cache).__name__}")
+    (:class:`~diskcache_oxide.remote.claims.RedisClaims`). A ``TypeError`` for anything
+    else."""
+    return store_of(cache).claims(strict)
 
 
 # ---- claims ---------------------------------------------------------------------------------
 
 
-class Claims:
+class Claims(Generic[C]):
     """Claims on keys of one cache directory.
 
     :param cache: the cache whose directory holds the claims
@@ -154,9 +148,7 @@ class Claims:
             ...  # nobody else holds the claim here (for up to 30 s)
     """
 
-    def __init__(
-        self, cache: Cache | RedisCache, namespace: str = "default", *, strict: bool = False
-    ) -> None:
+    def __init__(self, cache: C, namespace: str = "default", *, strict: bool = False) -> None:
         backend = backend_of(cache, strict=strict)
         if not isinstance(namespace, str):
             raise TypeError(f"namespace must be a str, not {type(namespace).__name__}")
@@ -165,7 +157,7 @@ class Claims:
         self._namespace = namespace
 
     @property
-    def cache(self) -> Cache | RedisCache:
+    def cache(self) -> C:
         """The cache that holds the claims: a directory's, or a Redis namespace's."""
         return self._cache
 
@@ -261,14 +253,14 @@ class Claim:
         "lease": "The lease the claim was taken with, in seconds (what :meth:`extend` renews).",
     }
 
-    def __init__(self, claims: Claims, key: Any, token: str, lease: float) -> None:
+    def __init__(self, claims: Claims[Any], key: Any, token: str, lease: float) -> None:
         self._claims = claims
         self.key = key
         self.token = token
         self.lease = lease
 
     @property
-    def claims(self) -> Claims:
+    def claims(self) -> Claims[Any]:
         """The :class:`Claims` it was taken from (its cache directory and namespace)."""
         return self._claims
 
@@ -359,7 +351,7 @@ def _computed(result: object) -> object:
 
 @overload
 def get_or_compute(
-    cache: Cache | RedisCache,
+    cache: Stored,
     key: Any,
     fn: Callable[..., R],
     /,
@@ -376,7 +368,7 @@ def get_or_compute(
 ) -> R: ...
 @overload
 def get_or_compute(
-    cache: Cache | RedisCache,
+    cache: Stored,
     key: Any,
     fn: Callable[..., R],
     /,
@@ -393,7 +385,7 @@ def get_or_compute(
 ) -> R | Constant: ...
 @overload
 def get_or_compute(
-    cache: Cache | RedisCache,
+    cache: Stored,
     key: Any,
     fn: Callable[..., R],
     /,
@@ -410,7 +402,7 @@ def get_or_compute(
 ) -> tuple[R, Outcome]: ...
 @overload
 def get_or_compute(
-    cache: Cache | RedisCache,
+    cache: Stored,
     key: Any,
     fn: Callable[..., R],
     /,
@@ -428,7 +420,7 @@ def get_or_compute(
 
 
 def get_or_compute(
-    cache: Cache | RedisCache,
+    cache: Stored,
     key: Any,
     fn: Callable[..., R],
     /,
@@ -497,6 +489,157 @@ def get_or_compute(
     return got if outcome else got[0]
 
 
+class PayOnceCalls:
+    """:meth:`get_or_compute` as a method, written once for every blocking cache that has a
+    store (``Cache`` and ``RedisCache`` inherit it; ``NullCache`` and ``FanoutCache`` have
+    theirs generated from it, ``_faces/``)."""
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:  # what the class that inherits this supplies
+
+        def _dco_store(self) -> Store: ...
+
+    @overload
+    def get_or_compute(
+        self,
+        key: Any,
+        fn: Callable[..., R],
+        /,
+        *args: Any,
+        lease: float = ...,
+        timeout: float | None = ...,
+        expire: float | None = ...,
+        tag: str | int | float | bytes | None = ...,
+        namespace: str = ...,
+        if_computing: Literal["wait"] = ...,
+        outcome: Literal[False] = ...,
+        pass_claim: bool = ...,
+        **kwargs: Any,
+    ) -> R: ...
+
+    @overload
+    def get_or_compute(
+        self,
+        key: Any,
+        fn: Callable[..., R],
+        /,
+        *args: Any,
+        lease: float = ...,
+        timeout: float | None = ...,
+        expire: float | None = ...,
+        tag: str | int | float | bytes | None = ...,
+        namespace: str = ...,
+        if_computing: Literal["skip"],
+        outcome: Literal[False] = ...,
+        pass_claim: bool = ...,
+        **kwargs: Any,
+    ) -> R | Constant: ...
+
+    @overload
+    def get_or_compute(
+        self,
+        key: Any,
+        fn: Callable[..., R],
+        /,
+        *args: Any,
+        lease: float = ...,
+        timeout: float | None = ...,
+        expire: float | None = ...,
+        tag: str | int | float | bytes | None = ...,
+        namespace: str = ...,
+        if_computing: Literal["wait"] = ...,
+        outcome: Literal[True],
+        pass_claim: bool = ...,
+        **kwargs: Any,
+    ) -> tuple[R, Outcome]: ...
+
+    @overload
+    def get_or_compute(
+        self,
+        key: Any,
+        fn: Callable[..., R],
+        /,
+        *args: Any,
+        lease: float = ...,
+        timeout: float | None = ...,
+        expire: float | None = ...,
+        tag: str | int | float | bytes | None = ...,
+        namespace: str = ...,
+        if_computing: Literal["skip"],
+        outcome: Literal[True],
+        pass_claim: bool = ...,
+        **kwargs: Any,
+    ) -> tuple[R | Constant, Outcome]: ...
+
+    @overload
+    def get_or_compute(
+        self,
+        key: Any,
+        fn: Callable[..., R],
+        /,
+        *args: Any,
+        lease: float = ...,
+        timeout: float | None = ...,
+        expire: float | None = ...,
+        tag: str | int | float | bytes | None = ...,
+        namespace: str = ...,
+        if_computing: Literal["wait", "skip"] = ...,
+        outcome: bool = ...,
+        pass_claim: bool = ...,
+        **kwargs: Any,
+    ) -> R | Constant | tuple[R | Constant, Outcome]: ...
+
+    def get_or_compute(
+        self,
+        key: Any,
+        fn: Callable[..., R],
+        /,
+        *args: Any,
+        lease: float = 60.0,
+        timeout: float | None = None,
+        expire: float | None = None,
+        tag: str | int | float | bytes | None = None,
+        namespace: str = "default",
+        if_computing: Literal["wait", "skip"] = "wait",
+        outcome: bool = False,
+        pass_claim: bool = False,
+        **kwargs: Any,
+    ) -> R | Constant | tuple[R | Constant, Outcome]:
+        """The value of ``key``, computed by ``fn(*args, **kwargs)`` once across threads,
+        loops and processes: :func:`diskcache_oxide.get_or_compute` on this cache.
+
+        :param lease: seconds the claim lasts without renewal (a heartbeat renews it while
+            ``fn`` runs, so this is how long a crashed caller can block the key)
+        :param timeout: seconds a waiter waits before
+            :class:`~diskcache_oxide.ClaimTimeout` (default: as long as it takes)
+        :param expire: seconds the stored value lives (default: until evicted)
+        :param tag: the stored value's tag
+        :param namespace: the claims' namespace
+        :param if_computing: ``'skip'`` returns :data:`~diskcache_oxide.COMPUTING` at once
+            when another caller is computing the value, instead of waiting for it
+        :param outcome: return ``(value, Outcome)``: whether the value was cached, computed
+            by this call, or waited for (or skipped)
+        :param pass_claim: call ``fn(*args, claim=..., **kwargs)`` with the
+            :class:`~diskcache_oxide.Claim` it computes under
+        """
+        return get_or_compute(  # type: ignore[no-any-return, call-overload]
+            self,
+            key,
+            fn,
+            *args,
+            lease=lease,
+            timeout=timeout,
+            expire=expire,
+            tag=tag,
+            namespace=namespace,
+            if_computing=if_computing,
+            outcome=outcome,
+            pass_claim=pass_claim,
+            **kwargs,
+        )
+
+
 def stable_name(func: Callable[..., Any]) -> str:
     """The ``module.qualname`` compute-once keys a function by, the same in a process that
     runs its module as a script (``python -m package.module``) and in one that imports it.
@@ -529,7 +672,7 @@ class ComputeOnce(Protocol, Generic[P, R]):
 
 
 def compute_once(
-    cache: Cache | RedisCache,
+    cache: Stored,
     *,
     lease: float = LEASE,
     timeout: float | None = None,

@@ -12,7 +12,6 @@ import contextlib
 import logging
 import os
 import os.path
-import pickle as _pickle
 import sys
 import tempfile
 import warnings
@@ -24,7 +23,6 @@ from typing import (
     ParamSpec,
     TypeVar,
     cast,
-    overload,
 )
 
 if TYPE_CHECKING:  # only for annotations: the package has no run-time dependencies
@@ -47,7 +45,8 @@ from ._seconds import ANY, seconds
 from ._sentinels import ENOVAL as ENOVAL
 from ._sentinels import UNKNOWN as UNKNOWN
 from ._sentinels import Constant as Constant
-from ._sentinels import Outcome
+from .claims import PayOnceCalls
+from .directory.settings import DEFAULT_SETTINGS as DEFAULT_SETTINGS
 from .directory.store import DirectoryStore
 
 # python-diskcache's diskcache.core defines both of check()'s warning classes: they stay
@@ -70,22 +69,6 @@ P = ParamSpec("P")
 R = TypeVar("R")
 _C = TypeVar("_C", bound="Cache")
 
-
-#: The settings a cache keeps in its directory, with their defaults (python-diskcache 5.6.3).
-DEFAULT_SETTINGS: dict[str, Any] = {
-    "statistics": 0,
-    "tag_index": 0,
-    "eviction_policy": "least-recently-stored",
-    "size_limit": 2**30,
-    "cull_limit": 10,
-    "sqlite_auto_vacuum": 1,
-    "sqlite_cache_size": 2**13,
-    "sqlite_journal_mode": "wal",
-    "sqlite_mmap_size": 2**26,
-    "sqlite_synchronous": 1,
-    "disk_min_file_size": 2**15,
-    "disk_pickle_protocol": _pickle.HIGHEST_PROTOCOL,
-}
 
 #: The eviction policies, by the names python-diskcache uses. Each entry says what the
 #: policy does when the cache is set up (``init``), on a read (``get``) and when the cache
@@ -138,7 +121,7 @@ def _reopen(
     return cls(directory, timeout, pickle=pickle, on_decode_error=on_decode_error)
 
 
-class Cache(_core.CacheCore):
+class Cache(PayOnceCalls, _core.CacheCore):
     """A disk-backed cache: python-diskcache 5.6.3's ``Cache`` with a Rust engine.
 
     :param directory: the cache directory (default: a new temporary directory); ``~`` and
@@ -313,147 +296,6 @@ class Cache(_core.CacheCore):
         :raises TypeError: if used without parentheses (``@cache.memoize``)
         """
         return memoize_on(self, name, typed, expire, tag, ignore)
-
-    @overload
-    def get_or_compute(
-        self,
-        key: Any,
-        fn: Callable[..., R],
-        /,
-        *args: Any,
-        lease: float = ...,
-        timeout: float | None = ...,
-        expire: float | None = ...,
-        tag: str | int | float | bytes | None = ...,
-        namespace: str = ...,
-        if_computing: Literal["wait"] = ...,
-        outcome: Literal[False] = ...,
-        pass_claim: bool = ...,
-        **kwargs: Any,
-    ) -> R: ...
-
-    @overload
-    def get_or_compute(
-        self,
-        key: Any,
-        fn: Callable[..., R],
-        /,
-        *args: Any,
-        lease: float = ...,
-        timeout: float | None = ...,
-        expire: float | None = ...,
-        tag: str | int | float | bytes | None = ...,
-        namespace: str = ...,
-        if_computing: Literal["skip"],
-        outcome: Literal[False] = ...,
-        pass_claim: bool = ...,
-        **kwargs: Any,
-    ) -> R | Constant: ...
-
-    @overload
-    def get_or_compute(
-        self,
-        key: Any,
-        fn: Callable[..., R],
-        /,
-        *args: Any,
-        lease: float = ...,
-        timeout: float | None = ...,
-        expire: float | None = ...,
-        tag: str | int | float | bytes | None = ...,
-        namespace: str = ...,
-        if_computing: Literal["wait"] = ...,
-        outcome: Literal[True],
-        pass_claim: bool = ...,
-        **kwargs: Any,
-    ) -> tuple[R, Outcome]: ...
-
-    @overload
-    def get_or_compute(
-        self,
-        key: Any,
-        fn: Callable[..., R],
-        /,
-        *args: Any,
-        lease: float = ...,
-        timeout: float | None = ...,
-        expire: float | None = ...,
-        tag: str | int | float | bytes | None = ...,
-        namespace: str = ...,
-        if_computing: Literal["skip"],
-        outcome: Literal[True],
-        pass_claim: bool = ...,
-        **kwargs: Any,
-    ) -> tuple[R | Constant, Outcome]: ...
-
-    @overload
-    def get_or_compute(
-        self,
-        key: Any,
-        fn: Callable[..., R],
-        /,
-        *args: Any,
-        lease: float = ...,
-        timeout: float | None = ...,
-        expire: float | None = ...,
-        tag: str | int | float | bytes | None = ...,
-        namespace: str = ...,
-        if_computing: Literal["wait", "skip"] = ...,
-        outcome: bool = ...,
-        pass_claim: bool = ...,
-        **kwargs: Any,
-    ) -> R | Constant | tuple[R | Constant, Outcome]: ...
-
-    def get_or_compute(
-        self,
-        key: Any,
-        fn: Callable[..., R],
-        /,
-        *args: Any,
-        lease: float = 60.0,
-        timeout: float | None = None,
-        expire: float | None = None,
-        tag: str | int | float | bytes | None = None,
-        namespace: str = "default",
-        if_computing: Literal["wait", "skip"] = "wait",
-        outcome: bool = False,
-        pass_claim: bool = False,
-        **kwargs: Any,
-    ) -> R | Constant | tuple[R | Constant, Outcome]:
-        """The value of ``key``, computed by ``fn(*args, **kwargs)`` once across threads,
-        loops and processes: :func:`diskcache_oxide.get_or_compute` on this cache.
-
-        :param lease: seconds the claim lasts without renewal (a heartbeat renews it while
-            ``fn`` runs, so this is how long a crashed caller can block the key)
-        :param timeout: seconds a waiter waits before
-            :class:`~diskcache_oxide.ClaimTimeout` (default: as long as it takes)
-        :param expire: seconds the stored value lives (default: until evicted)
-        :param tag: the stored value's tag
-        :param namespace: the claims' namespace
-        :param if_computing: ``'skip'`` returns :data:`~diskcache_oxide.COMPUTING` at once
-            when another caller is computing the value, instead of waiting for it
-        :param outcome: return ``(value, Outcome)``: whether the value was cached, computed
-            by this call, or waited for (or skipped)
-        :param pass_claim: call ``fn(*args, claim=..., **kwargs)`` with the
-            :class:`~diskcache_oxide.Claim` it computes under
-        """
-        from .claims import get_or_compute  # claims.py builds on this module
-
-        return get_or_compute(  # type: ignore[no-any-return, call-overload]
-            self,
-            key,
-            fn,
-            *args,
-            lease=lease,
-            timeout=timeout,
-            expire=expire,
-            tag=tag,
-            namespace=namespace,
-            if_computing=if_computing,
-            outcome=outcome,
-            pass_claim=pass_claim,
-            **kwargs,
-        )
 
 
 # ----- durable handles (D-020) ---------------------------------------------------------------

@@ -20,7 +20,7 @@ import builtins
 import logging
 import os
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Generic, TypeVar, cast, overload
 
 from ._open import open_directory
 from ._store import (
@@ -29,6 +29,7 @@ from ._store import (
     JobInfo,
     JobsBackend,
     JobState,
+    Stored,
     Swept,
     _count,
     _job_id,
@@ -41,19 +42,18 @@ from ._store import (
     store_of,
 )
 
-if TYPE_CHECKING:  # only for annotations: the package has no run-time dependencies
-    from .core import Cache
-    from .remote.cache import RedisCache
-
 __all__ = ["Job", "JobCounts", "JobInfo", "JobQueue", "JobState", "JobsBackend", "Swept"]
 
 _log = logging.getLogger("diskcache_oxide")
+
+#: The cache a queue's jobs live in: a Cache, a RedisCache (anything with a store).
+C = TypeVar("C", bound=Stored)
 
 #: The record types already found to be :class:`Job` s (the backends' few classes).
 _JOB_TYPES: set[type] = set()
 
 
-def jobs_of(cache: Cache | RedisCache, *, strict: bool = False) -> JobsBackend:
+def jobs_of(cache: Stored, *, strict: bool = False) -> JobsBackend:
     """The job storage of ``cache``, whichever backend it is (a directory's ``Cache._jobs``, or
     a :class:`~diskcache_oxide.remote.RedisCache` namespace's
     :class:`~diskcache_oxide.remote.jobs.RedisJobs`), asked of its store (``_store``). The
@@ -65,7 +65,7 @@ def jobs_of(cache: Cache | RedisCache, *, strict: bool = False) -> JobsBackend:
 # ---- the queue ------------------------------------------------------------------------------
 
 
-class JobQueue:
+class JobQueue(Generic[C]):
     """Leased jobs in a cache directory or a Redis namespace, served from one or more named
     queues.
 
@@ -87,18 +87,42 @@ class JobQueue:
     never touch them. Delivery is at least once: make the work safe to repeat.
     """
 
+    # A cache gives a JobQueue of its own type (``.cache`` is that cache); a path opens a
+    # directory's Cache, named here by no type (features import no backend, issue 31).
+    @overload
+    def __init__(
+        self: JobQueue[C],
+        cache_or_directory: C,
+        queues: str | Sequence[str] = ...,
+        *,
+        lease: float = ...,
+        max_attempts: int = ...,
+        strict: bool = ...,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: JobQueue[Any],
+        cache_or_directory: str | os.PathLike[str],
+        queues: str | Sequence[str] = ...,
+        *,
+        lease: float = ...,
+        max_attempts: int = ...,
+        strict: bool = ...,
+    ) -> None: ...
+
     def __init__(
         self,
-        cache_or_directory: Cache | RedisCache | str | os.PathLike[str],
+        cache_or_directory: Any,
         queues: str | Sequence[str] = "default",
         *,
         lease: float = 60.0,
         max_attempts: int = 3,
         strict: bool = False,
     ) -> None:
-        cache: Cache | RedisCache
+        cache: Any
         if has_store(cache_or_directory):
-            cache = cast("Cache | RedisCache", cache_or_directory)
+            cache = cache_or_directory
         elif isinstance(cache_or_directory, (str, os.PathLike)):
             cache = open_directory(os.fspath(cache_or_directory), eviction_policy="none")
         else:
@@ -116,14 +140,14 @@ class JobQueue:
             raise ValueError("queues must name at least one queue")
         if len(set(names)) != len(names):
             raise ValueError(f"queues must not repeat a name: {list(names)!r}")
-        self._cache = cache
+        self._cache: C = cache
         self._queues = names
         self._lease = _seconds("lease", lease)
         self._max_attempts = _max_attempts(max_attempts)
         self._core: JobsBackend = jobs_of(cache, strict=strict)
 
     @property
-    def cache(self) -> Cache | RedisCache:
+    def cache(self) -> C:
         """The cache whose directory (or Redis namespace) holds the jobs."""
         return self._cache
 

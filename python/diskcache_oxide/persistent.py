@@ -21,7 +21,6 @@ import contextlib
 import itertools
 import operator
 import os
-import sys
 from collections import OrderedDict
 from collections.abc import (
     Callable,
@@ -32,14 +31,12 @@ from collections.abc import (
     MutableMapping,
     Sequence,
 )
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
+from typing import Any, Literal, ParamSpec, TypeAlias, TypeVar
 
 from ._keying import Memoized
+from ._open import open_directory
 from ._sentinels import ENOVAL
-from .core import Cache
-
-if TYPE_CHECKING:  # only for annotations: redis-py is an extra
-    from .remote.cache import RedisCache
+from ._store import Stored, has_store, store_of
 
 __all__ = ["Deque", "Index"]
 
@@ -69,20 +66,33 @@ def _check_maxlen(maxlen: float | None) -> int | None:
     return maxlen
 
 
-def _on_redis(cache: Cache | RedisCache) -> bool:
-    """Whether ``cache`` is a RedisCache (its module is loaded if there is one)."""
-    remote = sys.modules.get("diskcache_oxide.remote.cache")
-    return remote is not None and isinstance(cache, remote.RedisCache)
+#: The cache a collection lives in: a Cache or a RedisCache (a cache with a store,
+#: ``_store.has_store``). Typed loosely, so that this module names no backend (issue 31).
+_Cache: TypeAlias = Any
+
+#: Whether the caches of a class cannot run a group of calls as one transaction (a Redis
+#: namespace, D-058), as their store says: asked once per class (the class gives the store),
+#: since a push asks at every call.
+_NOT_TRANSACTIONAL: dict[type, bool] = {}
 
 
-def _checked(cache: Any, cls: str) -> Cache | RedisCache:
+def _on_redis(cache: _Cache) -> bool:
+    """Whether ``cache`` cannot run a group of calls as one transaction (a RedisCache: its
+    store says so, D-058)."""
+    kind = type(cache)
+    found = _NOT_TRANSACTIONAL.get(kind)
+    if found is None:
+        found = _NOT_TRANSACTIONAL[kind] = not store_of(cache).transactional
+    return found
+
+
+def _checked(cache: Any, cls: str) -> _Cache:
     """``cache`` if a collection can live in it: a Cache or a RedisCache."""
-    if not isinstance(cache, Cache) and not _on_redis(cache):
+    if not has_store(cache):
         raise TypeError(
             f"{cls}.fromcache() takes a Cache or a RedisCache, not {type(cache).__name__}"
         )
-    checked: Cache | RedisCache = cache
-    return checked
+    return cache
 
 
 def _unsupported(what: str) -> Exception:
@@ -96,7 +106,7 @@ def _unsupported(what: str) -> Exception:
     )
 
 
-def _values(cache: Cache | RedisCache, keys: Iterator[Any]) -> Iterator[Any]:
+def _values(cache: _Cache, keys: Iterator[Any]) -> Iterator[Any]:
     """The values of ``keys`` in order, read in batches; keys removed meanwhile are skipped."""
     while True:
         batch = list(itertools.islice(keys, _BATCH))
@@ -142,7 +152,7 @@ class Deque(Sequence[Any]):
     ``count`` and iteration walk the keys, so they cost time linear in the length.
     """
 
-    _cache: Cache | RedisCache
+    _cache: _Cache
     _maxlen: int | None
 
     def __init__(
@@ -152,13 +162,13 @@ class Deque(Sequence[Any]):
         maxlen: int | None = None,
     ) -> None:
         self._maxlen = _check_maxlen(maxlen)
-        self._cache = Cache(directory, eviction_policy="none")
+        self._cache = open_directory(directory, eviction_policy="none")
         self.extend(iterable)
 
     @classmethod
     def fromcache(
         cls: type[_D],
-        cache: Cache | RedisCache,
+        cache: Stored,
         iterable: Iterable[Any] = (),
         maxlen: int | None = None,
     ) -> _D:
@@ -181,14 +191,15 @@ class Deque(Sequence[Any]):
     # ------------------------------------------------------------------ attributes
 
     @property
-    def cache(self) -> Cache | RedisCache:
+    def cache(self) -> _Cache:
         """The cache the items live in."""
         return self._cache
 
     @property
     def directory(self) -> str:
         """The directory the items live in (a RedisCache has none: AttributeError)."""
-        return self._cache.directory  # type: ignore[union-attr]
+        directory: str = self._cache.directory
+        return directory
 
     @property
     def maxlen(self) -> float:
@@ -458,15 +469,15 @@ class Deque(Sequence[Any]):
     __ge__ = _compare(operator.ge, "__ge__")
     __hash__ = None  # type: ignore[assignment]
 
-    def __getstate__(self) -> tuple[Cache | RedisCache, int | None]:
+    def __getstate__(self) -> tuple[_Cache, int | None]:
         return self._cache, self._maxlen
 
-    def __setstate__(self, state: tuple[Cache | RedisCache, int | None]) -> None:
+    def __setstate__(self, state: tuple[_Cache, int | None]) -> None:
         self._cache, self._maxlen = state
 
     def __repr__(self) -> str:
         if _on_redis(self._cache):
-            return f"{type(self).__name__}(namespace={self._cache.namespace!r})"  # type: ignore[union-attr]
+            return f"{type(self).__name__}(namespace={self._cache.namespace!r})"
         return f"{type(self).__name__}(directory={self.directory!r})"
 
 
@@ -483,7 +494,7 @@ class Index(MutableMapping[Any, Any]):
     ``True``.
     """
 
-    _cache: Cache | RedisCache
+    _cache: _Cache
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         directory: str | None = None
@@ -492,11 +503,11 @@ class Index(MutableMapping[Any, Any]):
             args = args[1:]
         elif args and args[0] is None:
             args = args[1:]
-        self._cache = Cache(directory, eviction_policy="none")
+        self._cache = open_directory(directory, eviction_policy="none")
         self.update(*args, **kwargs)
 
     @classmethod
-    def fromcache(cls: type[_I], cache: Cache | RedisCache, *args: Any, **kwargs: Any) -> _I:
+    def fromcache(cls: type[_I], cache: Stored, *args: Any, **kwargs: Any) -> _I:
         """An index over ``cache``, an open :class:`Cache` or
         :class:`~diskcache_oxide.remote.RedisCache`, updated with ``args``/``kwargs``.
 
@@ -508,14 +519,15 @@ class Index(MutableMapping[Any, Any]):
         return self
 
     @property
-    def cache(self) -> Cache | RedisCache:
+    def cache(self) -> _Cache:
         """The cache the items live in."""
         return self._cache
 
     @property
     def directory(self) -> str:
         """The directory the items live in (a RedisCache has none: AttributeError)."""
-        return self._cache.directory  # type: ignore[union-attr]
+        directory: str = self._cache.directory
+        return directory
 
     # ------------------------------------------------------------------ mapping
 
@@ -652,7 +664,9 @@ class Index(MutableMapping[Any, Any]):
         self, name: str | None = None, typed: bool = False, ignore: Collection[int | str] = ()
     ) -> Callable[[Callable[P, R]], Memoized[P, R]]:
         """Decorator caching a function's results in the index; see :meth:`Cache.memoize`."""
-        return self._cache.memoize(name, typed, ignore=ignore)
+        decorator: Callable[[Callable[P, R]], Memoized[P, R]]
+        decorator = self._cache.memoize(name, typed, ignore=ignore)
+        return decorator
 
     @contextlib.contextmanager
     def transact(self) -> Iterator[None]:
@@ -678,13 +692,13 @@ class Index(MutableMapping[Any, Any]):
 
     __hash__ = None  # type: ignore[assignment]
 
-    def __getstate__(self) -> Cache | RedisCache:
+    def __getstate__(self) -> _Cache:
         return self._cache
 
-    def __setstate__(self, state: Cache | RedisCache) -> None:
+    def __setstate__(self, state: _Cache) -> None:
         self._cache = state
 
     def __repr__(self) -> str:
         if _on_redis(self._cache):
-            return f"{type(self).__name__}(namespace={self._cache.namespace!r})"  # type: ignore[union-attr]
+            return f"{type(self).__name__}(namespace={self._cache.namespace!r})"
         return f"{type(self).__name__}({self.directory!r})"

@@ -2,17 +2,26 @@
 
 Read from the sources with ``ast``, every import counts: the module-level ones, the lazy ones
 inside functions and the ``TYPE_CHECKING`` ones, because each is a dependency a reader of the
-code has to follow (issue 31). Two rules:
+code has to follow (issue 31, D-068). The package is a house of floors, from the ground up:
 
-- **The ground floor** (``GROUND``: the sentinels, keying, seconds, host names and errors)
-  imports nothing of the package but the ground floor, so that every backend and feature may
-  import it.
-- **No new import cycle.** ``KNOWN_CYCLES`` lists the cycles the package still has, each as
-  the set of modules in it. A cycle that is not one of them, or that grew, fails; so does a
-  listed cycle that shrank or is gone, so that the list is brought down to what is left. It
-  is to be emptied (issue 31).
+- **the ground** (``GROUND``): sentinels, keying, seconds, host names, text escapes, errors,
+  docs and the type registry; it imports only itself;
+- **the seam** (``SEAM``): the contract between features and backends (``_store``), the API
+  table (``_api``) and what every asyncio face shares (``_asyncio``); it imports the ground;
+- **the backends** (``directory/``, ``remote/``): each imports the ground, the seam and its
+  own folder, never the other backend, a feature or a face;
+- **the features** (``FEATURES``: claims and compute-once, jobs, tasks, the operator's
+  tools, the asyncio claims, turns and jobs): they import the ground, the seam, each other
+  and ``_open`` (the one factory that names backends), never a backend or a face; they ask
+  ``_store.store_of(cache)`` what they need;
+- **the faces** (``FACES``): the public cache classes, each a backend's storage with the
+  features' calls written once on top (as Django's ``BaseCache`` is); they import anything
+  below them;
+- **the front** (everything else: the package's ``__init__``, ``_open``, the CLI, the
+  dashboard, migration, the generator): it imports anything.
 
-The binding (``diskcache_oxide._core``) is compiled code below everything and is left out.
+And there is no import cycle anywhere. The binding (``diskcache_oxide._core``) is compiled code
+below everything and is left out.
 """
 
 from __future__ import annotations
@@ -26,29 +35,96 @@ PACKAGE = Path(diskcache_oxide.__file__).parent
 ROOT = "diskcache_oxide"
 BINDING = f"{ROOT}._core"
 
-#: The ground floor: imports only itself (and the standard library).
+#: The ground floor: imports only itself (and the standard library, and the binding).
 GROUND = {
+    f"{ROOT}._docs",
+    f"{ROOT}._files",
     f"{ROOT}._hosts",
-    f"{ROOT}._sentinels",
     f"{ROOT}._keying",
     f"{ROOT}._seconds",
+    f"{ROOT}._sentinels",
+    f"{ROOT}._shown",
     f"{ROOT}.errors",
+    f"{ROOT}.registry",
 }
 
-#: The import cycles left, as of the ground floor's first cut (issue 31). Shorten this list;
-#: never lengthen it.
-KNOWN_CYCLES = [
-    {
-        "_directory_claims",
-        "_faces.durable",
+#: The seam: the contract between the features and the backends, and what both sides share.
+SEAM = {f"{ROOT}._store", f"{ROOT}._api", f"{ROOT}._asyncio"}
+
+#: The backends' folders. A module of one that is a face (below) is not a backend module.
+BACKENDS = ("directory", "remote")
+
+#: The features: they reach a backend only through the seam.
+FEATURES = {
+    f"{ROOT}.{name}"
+    for name in (
+        "_copy",
         "_payonce",
+        "admin",
+        "aio._threads",
+        "aio.claims",
+        "aio.jobs",
+        "aio.turns",
         "claims",
+        "jobs",
+    )
+}
+
+#: The faces: the public cache classes (and what is generated for them, ``_faces/``).
+FACES = {
+    f"{ROOT}.{name}"
+    for name in (
+        "aio.cache",
+        "caches",
         "core",
+        "djangocache",
+        "fanout",
+        "null",
+        "persistent",
+        "recipes",
+        "remote.aio",
         "remote.cache",
-        "remote.claims",
-    },
-    {"aio.cache", "aio.claims", "aio.turns", "remote.aio"},
-]
+    )
+}
+
+#: The one module a feature may import above it: the factory that opens a cache for a path
+#: or URL (``JobQueue(path)``, the operator's tools), which names the backends so that
+#: nothing else does.
+FACTORY = f"{ROOT}._open"
+
+#: The floors, from the ground up.
+ORDER = ("ground", "seam", "backend", "feature", "face", "front")
+
+
+def floor(name: str) -> str:
+    """The floor module ``name`` is on."""
+    if name in GROUND:
+        return "ground"
+    if name in SEAM:
+        return "seam"
+    if name in FACES or name.startswith(f"{ROOT}._faces."):
+        return "face"
+    if any(name.startswith(f"{ROOT}.{folder}.") for folder in BACKENDS):
+        return "backend"
+    if name in FEATURES or name.startswith(f"{ROOT}.tasks."):
+        return "feature"
+    return "front"
+
+
+def allowed(low: str, high: str) -> bool:
+    """Whether module ``low`` may import module ``high`` (the floors' rule)."""
+    mine, theirs = floor(low), floor(high)
+    if mine == "front":
+        return True
+    if mine == "face":
+        return theirs != "front" or high == FACTORY
+    if mine == "feature":
+        return theirs in ("ground", "seam", "feature") or high == FACTORY
+    if mine == "backend":
+        folder = low.split(".")[1]
+        own = theirs == "backend" and high.split(".")[1] == folder
+        return theirs in ("ground", "seam") or own
+    return ORDER.index(theirs) <= ORDER.index(mine)  # the ground and the seam
 
 
 def modules() -> dict[str, Path]:
@@ -146,15 +222,20 @@ def test_the_graph_is_read() -> None:
     edges = graph()
     assert f"{ROOT}._sentinels" in edges[f"{ROOT}.core"]  # module level, relative
     assert f"{ROOT}.claims" in edges[f"{ROOT}.core"]  # lazy, inside a method
-    assert f"{ROOT}.core" in edges[f"{ROOT}._faces.durable"]  # under TYPE_CHECKING
-    assert f"{ROOT}.remote.cache" in edges[f"{ROOT}.claims"]  # `from .remote.cache import`
+    assert f"{ROOT}.remote.jobs" in edges[f"{ROOT}.remote.store"]  # under TYPE_CHECKING
+    assert f"{ROOT}.remote.aio" in edges[f"{ROOT}._open"]  # `from .remote.aio import`
     assert BINDING not in edges[f"{ROOT}.core"]  # compiled code is not a module here
+
+
+def test_every_named_module_exists() -> None:
+    edges = graph()
+    named = GROUND | SEAM | FEATURES | FACES | {FACTORY}
+    missing = sorted(short(name) for name in named - set(edges))
+    assert not missing, f"tests/api/test_layers.py names modules that do not exist: {missing}"
 
 
 def test_the_ground_floor_imports_only_the_ground_floor() -> None:
     edges = graph()
-    missing = GROUND - set(edges)
-    assert not missing, f"GROUND names modules that do not exist: {sorted(missing)}"
     wrong = {
         (short(low), short(high)) for low in GROUND for high in edges[low] if high not in GROUND
     }
@@ -164,18 +245,24 @@ def test_the_ground_floor_imports_only_the_ground_floor() -> None:
     )
 
 
-def test_no_new_import_cycle_and_the_known_ones_only_shrink() -> None:
-    found = [{short(member) for member in cycle} for cycle in cycles(graph())]
-    known = [set(cycle) for cycle in KNOWN_CYCLES]
-    new = [sorted(cycle) for cycle in found if not any(cycle <= old for old in known)]
-    assert not new, (
-        "an import cycle that is not in KNOWN_CYCLES, or a known one that grew: break it by "
-        "importing downwards (the ground floor, then the seam), never by listing it: "
-        f"{new}"
+def test_every_import_runs_down_the_floors() -> None:
+    edges = graph()
+    wrong = sorted(
+        f"{short(low)} ({floor(low)}) imports {short(high)} ({floor(high)})"
+        for low, highs in edges.items()
+        for high in highs
+        if not allowed(low, high)
     )
-    shrunk = [sorted(old) for old in known if old not in found]
-    assert not shrunk, (
-        "a known import cycle shrank or is gone: good; now bring KNOWN_CYCLES in "
-        f"tests/api/test_layers.py down to what is left ({sorted(map(sorted, found))}); "
-        f"these are no longer cycles as listed: {shrunk}"
+    assert not wrong, (
+        "an import runs back up the floors (a feature asks the seam, _store.store_of(cache), "
+        "instead of importing a backend or a face; a backend imports only the ground, the seam "
+        "and its own folder; see the module docstring): " + "; ".join(wrong)
+    )
+
+
+def test_no_import_cycle() -> None:
+    found = sorted(sorted(short(member) for member in cycle) for cycle in cycles(graph()))
+    assert not found, (
+        "an import cycle: break it by importing downwards (the ground floor, then the seam), "
+        f"asking the seam for what a backend supplies: {found}"
     )

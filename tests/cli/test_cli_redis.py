@@ -401,9 +401,9 @@ def test_copy_round_trip(
 
 
 def _admin_frame(cache: Any, key: Any) -> bytes | None:
-    from diskcache_oxide import _admin_redis
+    from diskcache_oxide.remote.inspector import RemoteInspector
 
-    return _admin_redis.frame(cache, key)
+    return RemoteInspector(cache).frame(key)
 
 
 def test_copy_back_into_a_directory(tmp_path: Path, redis_url: str) -> None:

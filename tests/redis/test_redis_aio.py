@@ -548,7 +548,7 @@ def test_keys_page_through_a_large_namespace_on_both_faces(cache: RedisCache) ->
 
 
 def test_a_cancelled_try_acquire_leaves_no_claim(cache: RedisCache) -> None:
-    from diskcache_oxide.aio import claims as aio_claims
+    from diskcache_oxide import _asyncio
 
     async def main(yields: int) -> None:
         async with AsyncCache(cache) as acache:
@@ -558,8 +558,8 @@ def test_a_cancelled_try_acquire_leaves_no_claim(cache: RedisCache) -> None:
                 await asyncio.sleep(0)
             task.cancel()
             (result,) = await asyncio.gather(task, return_exceptions=True)
-            while aio_claims._giving_back:  # a claim taken after all, being released
-                await asyncio.gather(*aio_claims._giving_back, return_exceptions=True)
+            while _asyncio._giving_back:  # a claim taken after all, being released
+                await asyncio.gather(*_asyncio._giving_back, return_exceptions=True)
             holder = await claims.holder("k")
             if isinstance(result, BaseException):
                 assert holder is None  # taken after the cancel, then released

@@ -39,11 +39,8 @@ from diskcache_oxide.remote import (  # noqa: E402
     RedisCache,
     ServerConnectionError,
 )
-from diskcache_oxide.remote._io import (  # noqa: E402
-    KEEP_LIMIT,
-    ServerScriptError,
-    WrongTypeError,
-)
+from diskcache_oxide.remote._errors import ServerScriptError, WrongTypeError  # noqa: E402
+from diskcache_oxide.remote._tokens import KEEP_LIMIT  # noqa: E402
 
 pytestmark = pytest.mark.oxide
 

@@ -238,7 +238,8 @@ def test_the_async_link_repeats_a_write_whose_reply_was_lost(redis_url: str) -> 
 
     import redis.asyncio
     from diskcache_oxide import _core
-    from diskcache_oxide.remote._io import AsyncLink, Script
+    from diskcache_oxide.remote._io import AsyncLink
+    from diskcache_oxide.remote._requests import Script
     from diskcache_oxide.remote._scripts import SCRIPTS
 
     port = int(redis_url.rsplit(":", 1)[1].split("/")[0])
@@ -687,7 +688,8 @@ def test_the_async_link_waits_for_replicas_too(master_and_replica: tuple[Any, An
 
     import redis.asyncio
     from diskcache_oxide import _core
-    from diskcache_oxide.remote._io import AsyncLink, Script
+    from diskcache_oxide.remote._io import AsyncLink
+    from diskcache_oxide.remote._requests import Script
     from diskcache_oxide.remote._scripts import SCRIPTS
 
     master, replica = master_and_replica

@@ -17,10 +17,9 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
     from typing import Any
 
-    from .._core import _Side, _Tag
-    from ..core import Cache
+    from .._core import CacheCore, _Side, _Tag
 
-    _Base = Cache
+    _Base = CacheCore
 else:
     _Base = object
 

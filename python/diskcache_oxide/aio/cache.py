@@ -5,23 +5,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, cast
 
+from .._asyncio import T, _in_thread, _quietly, _reshape, _Side, _taking
 from .._docs import mirror_docs
 from .._faces.aio import AsyncCacheCalls
+from .._open import asyncio_face_of
+from .._store import has_store
 from ..core import Cache
-from ._run import T, _in_thread, _quietly, _reshape, _Side, _Tag, _taking
+from ._threads import ThreadedStore
+from .turns import AsyncPayOnceCalls
 
 if TYPE_CHECKING:
     from ..remote.cache import RedisCache
-    from .claims import AsyncClaims
 
 
-class AsyncCache(AsyncCacheCalls):
+class AsyncCache(AsyncCacheCalls, AsyncPayOnceCalls):
     """The whole :class:`~diskcache_oxide.Cache` API as coroutines.
 
     :param cache: a :class:`Cache`, or a directory to open one in (``None``: a temporary
@@ -45,13 +47,11 @@ class AsyncCache(AsyncCacheCalls):
         # calls in a thread. Python skips __init__ for an object that is not an AsyncCache.
         # (*args: a subclass's __init__ may take other arguments; object.__new__ takes none.)
         cache = args[0] if args else kwargs.get("cache")
-        remote = sys.modules.get("diskcache_oxide.remote.cache")  # loaded if there is one
-        if cls is AsyncCache and remote is not None and isinstance(cache, remote.RedisCache):
-            from ..remote.aio import AsyncRedisCache
-
+        face = asyncio_face_of(cache) if cls is AsyncCache else None
+        if face is not None:
             kwargs.pop("cache", None)
-            face = AsyncRedisCache(cache, *args[1:], **kwargs)
-            return face  # type: ignore[return-value]
+            made: AsyncCache = face(cache, *args[1:], **kwargs)
+            return made
         return super().__new__(cls)
 
     def __init__(
@@ -61,10 +61,10 @@ class AsyncCache(AsyncCacheCalls):
         executor: Executor | None = None,
         **settings: Any,
     ) -> None:
-        if isinstance(cache, Cache):
+        if has_store(cache) and asyncio_face_of(cache) is None:  # a directory's Cache
             if settings:
                 raise TypeError("settings are only accepted with a directory, not a Cache")
-            self._cache = cache
+            self._cache = cast("Cache", cache)
         elif cache is None or isinstance(cache, (str, os.PathLike)):
             self._cache = Cache(cache, **settings)
         else:
@@ -94,6 +94,11 @@ class AsyncCache(AsyncCacheCalls):
 
     async def _run(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         return await _in_thread(self._executor, fn, *args, **kwargs)
+
+    def _dco_async_store(self) -> ThreadedStore:
+        """The seam's asyncio store (``_store.async_store_of``): the cache's calls in this
+        face's executor."""
+        return ThreadedStore(self._cache, self._executor)
 
     async def __aenter__(self) -> AsyncCache:
         return self
@@ -203,54 +208,6 @@ class AsyncCache(AsyncCacheCalls):
 
         items = await _taking(self._executor, pull, give_back)
         return [_reshape(item, expire_time, tag) for item in items]
-
-    # ---- claims and compute-once ----------------------------------------------------------
-
-    def claims(self, namespace: str = "default") -> AsyncClaims:
-        """Claims on this cache's keys (see :class:`AsyncClaims`)."""
-        from .claims import AsyncClaims  # claims.py builds on this module
-
-        return AsyncClaims(self, namespace)
-
-    async def get_or_compute(
-        self,
-        key: Any,
-        fn: Callable[..., Any],
-        /,
-        *args: Any,
-        lease: float = 60.0,
-        timeout: float | None = None,
-        expire: float | None = None,
-        tag: _Tag = None,
-        namespace: str = "default",
-        if_computing: Literal["wait", "skip"] = "wait",
-        outcome: bool = False,
-        pass_claim: bool = False,
-        **kwargs: Any,
-    ) -> Any:
-        """:func:`aget_or_compute` on this cache: the value of ``key``, computed by
-        ``fn(*args, **kwargs)`` once across loops, threads and processes; ``fn`` may be a
-        coroutine function or a plain function (run in the executor). The options are
-        :meth:`Cache.get_or_compute`'s: ``outcome=True`` returns ``(value, Outcome)``, and
-        ``pass_claim=True`` hands ``fn`` its claim as ``claim=`` (an :class:`AsyncClaim` for
-        a coroutine function, a :class:`~diskcache_oxide.Claim` for a plain one)."""
-        from .turns import aget_or_compute  # turns.py builds on this module
-
-        return await aget_or_compute(
-            self,
-            key,
-            fn,
-            *args,
-            lease=lease,
-            timeout=timeout,
-            expire=expire,
-            tag=tag,
-            namespace=namespace,
-            if_computing=if_computing,
-            outcome=outcome,
-            pass_claim=pass_claim,
-            **kwargs,
-        )
 
 
 def _cache_lead(name: str) -> str:

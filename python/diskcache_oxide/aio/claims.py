@@ -1,146 +1,117 @@
-"""`AsyncClaims` and `AsyncClaim`: claims with a lease from asyncio (D-023, D-024, D-044)."""
+"""`AsyncClaims` and `AsyncClaim`: claims with a lease from asyncio (D-023, D-024, D-044).
+
+Every call is awaited on the store's asyncio claims
+(:class:`~diskcache_oxide._store.AsyncClaimBackend`): an ``AsyncCache``'s run in its
+executor, an ``AsyncRedisCache``'s on redis-py's asyncio client. Which one is the store's
+business (:func:`store_for`), not this module's.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import sys
-from collections.abc import Awaitable, Callable
+import os
+import secrets
+import socket
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, cast
 
 from .. import _payonce as core
+from .._asyncio import _log, _taken_or_given_back
 from .._docs import mirror_docs
+from .._store import (
+    AsyncClaimBackend,
+    AsyncStore,
+    AsyncStored,
+    Stored,
+    async_store_of,
+    has_async_store,
+    store_of,
+)
 from ..claims import LEASE, Claim, ClaimInfo, Claims, ClaimTimeout, _lease, _timeout
-from ..core import Cache
-from ._run import _log, _taking
-from .cache import AsyncCache
-
-if TYPE_CHECKING:
-    from ..remote.aio import AsyncRedisCache
-    from ..remote.cache import RedisCache
-
-T = TypeVar("T")
+from ._threads import ThreadedStore
 
 
-def _on_loop(acache: object) -> AsyncRedisCache | None:
-    """``acache`` if it is a Redis cache's asyncio face, whose claims run on the asyncio
-    client (``remote.aio``); None for an AsyncCache, whose calls run in its executor."""
-    remote = sys.modules.get("diskcache_oxide.remote.aio")  # loaded if there is one
-    if remote is not None and isinstance(acache, remote.AsyncRedisCache):
-        return cast("AsyncRedisCache", acache)
-    return None
+def store_for(cache: Stored | AsyncStored) -> AsyncStore:
+    """The asyncio store the drivers await ``cache``'s calls on: an asyncio face's own (an
+    ``AsyncCache``: its executor; an ``AsyncRedisCache``: its asyncio client); a blocking
+    cache's own where its backend has one (a ``RedisCache``: the asyncio client it keeps for
+    the running loop); else the blocking calls in the loop's default executor."""
+    if has_async_store(cache):
+        return async_store_of(cache)
+    blocking = cast("Stored", cache)
+    native = store_of(blocking).asyncio()
+    return ThreadedStore(blocking) if native is None else native
 
 
-def _redis_face(cache: RedisCache) -> AsyncRedisCache:
-    """The asyncio face of ``cache`` for the running loop: one per loop (an asyncio client
-    belongs to one loop), kept on the cache while the loop lives, made the first time a
-    pay-once driver runs on the cache there; outside a loop, a new one."""
-    from ..remote.aio import AsyncRedisCache
-
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        return AsyncRedisCache(cache)
-    face = cache._async_faces.get(loop)
-    if face is None:
-        face = cache._async_faces[loop] = AsyncRedisCache(cache)
-    return cast("AsyncRedisCache", face)
+async def take(
+    backend: AsyncClaimBackend, claims: Claims[Any], key: Any, lease: float
+) -> Claim | None:
+    """:meth:`Claims.try_acquire <diskcache_oxide.Claims.try_acquire>` awaited: the same
+    token, host and pid, the claim as a :class:`~diskcache_oxide.Claim`."""
+    token = secrets.token_hex(16)
+    taken = await backend.try_acquire(
+        claims.namespace, key, lease, token, socket.gethostname(), os.getpid()
+    )
+    return Claim(claims, key, token, lease) if taken else None
 
 
-def _runner(
-    cache: Cache | AsyncCache | RedisCache | AsyncRedisCache,
-) -> AsyncCache | AsyncRedisCache:
-    """Where the drivers run ``cache``'s calls: an :class:`AsyncCache` as given, or around a
-    directory's :class:`Cache` (in its executor); a Redis cache's asyncio face, on the asyncio
-    client (an ``AsyncRedisCache`` as given, or the one of a ``RedisCache`` for this loop)."""
-    if isinstance(cache, AsyncCache) or _on_loop(cache) is not None:
-        return cache  # type: ignore[return-value]
-    if isinstance(cache, Cache):
-        return AsyncCache(cache)
-    return _redis_face(cast("RedisCache", cache))
+async def storage(backend: AsyncClaimBackend, call: core.Call, op: str, arg: Any) -> Any:
+    """One storage operation of the pay-once protocol, awaited: the asyncio twin of
+    ``_payonce.storage``, on the store's asyncio claims."""
+    if op is core.GET:
+        return await backend.get(call.key)
+    if op is core.ACQUIRE:
+        # The drivers' claims are always a Claims: _payonce names it by a protocol only, so
+        # as not to import claims.py, which imports it.
+        return await take(backend, call.claims, call.key, call.lease)  # type: ignore[arg-type]
+    if op is core.STORE:
+        await backend.store(call.key, arg, call.expire, call.tag)
+        return None
+    if op is core.RELEASE:
+        return await backend.release(call.namespace, arg.key, arg.token)
+    if op is core.EXTEND:
+        return await backend.extend(call.namespace, arg.key, arg.token, arg.lease)
+    if op is core.WAIT or op is core.WAIT_FREE:
+        await backend.wait_for_change(call.namespace, call.key, arg, op is core.WAIT)
+        return None
+    raise AssertionError(f"not a storage operation: {op!r}")
 
 
-async def _storage(acache: AsyncCache | AsyncRedisCache, call: core.Call, op: str, arg: Any) -> Any:
-    """One storage operation of the pay-once protocol: awaited on the asyncio client for
-    Redis, run in the cache's executor for a directory."""
-    face = _on_loop(acache)
-    if face is not None:
-        return await face._storage(call, op, arg)
-    return await acache._run(core.storage, call, op, arg)
-
-
-async def _on_loop_taking(take: Awaitable[T], give_back: Callable[[T], Awaitable[object]]) -> T:
-    """Await ``take`` in a task of its own; if the caller is cancelled meanwhile, what it took
-    is handed to ``give_back`` once it ends, instead of being dropped."""
-    loop = asyncio.get_running_loop()
-    task = loop.create_task(_awaited(take))
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-
-        def orphaned(done: asyncio.Task[T]) -> None:
-            _giving_back.discard(done)
-            if done.cancelled() or done.exception() is not None:
-                return
-            back = loop.create_task(_awaited(give_back(done.result())))
-            _giving_back.add(back)
-            back.add_done_callback(_giving_back.discard)
-
-        _giving_back.add(task)
-        task.add_done_callback(orphaned)
-        raise
-
-
-#: Strong references to the takes of cancelled callers and their give-backs, until they end.
-_giving_back: set[asyncio.Task[Any]] = set()
-
-
-async def _awaited(work: Awaitable[T]) -> T:
-    return await work
+def claims_on(store: AsyncStore, claims: Claims[Any]) -> AsyncClaims:
+    """:class:`AsyncClaims` on a store already found, with its claims: what the asyncio
+    driver hands a coroutine function that asked for its claim."""
+    made = AsyncClaims.__new__(AsyncClaims)
+    made._store, made._claims, made._backend = store, claims, store.claims()
+    return made
 
 
 # ---- claims ---------------------------------------------------------------------------------
 
 
 class AsyncClaims:
-    """:class:`~diskcache_oxide.claims.Claims` as coroutines. Waits sleep in the cache's
-    executor until the claim is released or runs out; a caller cancelled while its claim was
-    being taken releases it."""
+    """:class:`~diskcache_oxide.claims.Claims` as coroutines. Waits sleep until the claim is
+    released or runs out; a caller cancelled while its claim was being taken releases it."""
 
-    def __init__(
-        self,
-        cache: Cache | AsyncCache | RedisCache | AsyncRedisCache,
-        namespace: str = "default",
-    ) -> None:
-        acache = _runner(cache)
-        self._acache = acache
-        self._claims = Claims(acache.cache, namespace)
+    def __init__(self, cache: Stored | AsyncStored, namespace: str = "default") -> None:
+        store = store_for(cache)
+        self._store = store
+        self._claims: Claims[Any] = Claims(store.cache, namespace)
+        self._backend = store.claims()
 
     @property
-    def claims(self) -> Claims:
+    def claims(self) -> Claims[Any]:
         """The synchronous claims underneath."""
         return self._claims
 
     async def try_acquire(self, key: Any, lease: float = LEASE) -> AsyncClaim | None:
         seconds = _lease(lease)
-        face = _on_loop(self._acache)
-        if face is not None:
 
-            async def release(claim: Claim | None) -> None:
-                if claim is not None:
-                    await self.release(claim.key, claim.token)
-
-            taken = await _on_loop_taking(face._try_acquire(self._claims, key, seconds), release)
-            return None if taken is None else AsyncClaim(self, taken)
-
-        def give_back(claim: Claim | None) -> None:
+        async def release(claim: Claim | None) -> None:
             if claim is not None:
-                claim.release()
+                await self.release(claim.key, claim.token)
 
-        claim = await _taking(
-            self._acache.executor, lambda: self._claims.try_acquire(key, seconds), give_back
-        )
-        return None if claim is None else AsyncClaim(self, claim)
+        taken = await _taken_or_given_back(take(self._backend, self._claims, key, seconds), release)
+        return None if taken is None else AsyncClaim(self, taken)
 
     async def acquire(
         self, key: Any, lease: float = LEASE, *, timeout: float = 0.0
@@ -151,7 +122,7 @@ class AsyncClaims:
         async def perform(op: str, arg: Any) -> Any:
             if op is core.ACQUIRE:
                 return await self.try_acquire(key, call.lease)
-            return await _storage(self._acache, call, op, arg)
+            return await storage(self._backend, call, op, arg)
 
         claim: AsyncClaim | None = await core.adrive(core.acquire(limit), perform)
         return claim
@@ -166,32 +137,17 @@ class AsyncClaims:
         return claim
 
     async def holder(self, key: Any) -> ClaimInfo | None:
-        face = _on_loop(self._acache)
-        if face is None:
-            return await self._acache._run(self._claims.holder, key)
-        found = await face._claim(_remote_claims().holder(face, self._claims.namespace, key))
+        found = await self._backend.holder(self._claims.namespace, key)
         return None if found is None else ClaimInfo(*found)
 
     async def release(self, key: Any, token: str) -> bool:
-        face = _on_loop(self._acache)
-        if face is None:
-            return await self._acache._run(self._claims.release, key, token)
-        ops = _remote_claims()
-        return await face._claim(ops.release(face, self._claims.namespace, key, token))
+        return await self._backend.release(self._claims.namespace, key, token)
 
     async def extend(self, key: Any, token: str, lease: float = LEASE) -> bool:
-        face = _on_loop(self._acache)
-        if face is None:
-            return await self._acache._run(self._claims.extend, key, token, lease)
-        ops = _remote_claims()
-        namespace = self._claims.namespace
-        return await face._claim(ops.extend(face, namespace, key, token, _lease(lease)))
+        return await self._backend.extend(self._claims.namespace, key, token, _lease(lease))
 
     async def list(self) -> list[tuple[Any, ClaimInfo]]:
-        face = _on_loop(self._acache)
-        if face is None:
-            return await self._acache._run(self._claims.list)
-        found = await face._claim(_remote_claims().claims(face, self._claims.namespace))
+        found = await self._backend.claims(self._claims.namespace)
         return [(key, ClaimInfo(*info)) for key, info in found]
 
 
@@ -225,8 +181,6 @@ class AsyncClaim:
         return await self._claims.extend(self.claim.key, self.claim.token, seconds)
 
     async def held(self) -> bool:
-        if _on_loop(self._claims._acache) is None:
-            return await self._claims._acache._run(self.claim.held)
         found = await self._claims.holder(self.claim.key)  # as Claims.owns reads it
         return found is not None and found.token == self.claim.token
 
@@ -241,13 +195,6 @@ class AsyncClaim:
     ) -> None:
         if not await asyncio.shield(self.release()):
             _log.warning("claim on %r was lost before its release (its lease ran out)", self.key)
-
-
-def _remote_claims() -> Any:
-    """The claims operations a Redis face awaits (``remote.claims``, loaded with it)."""
-    from ..remote import claims
-
-    return claims
 
 
 def _claims_lead(name: str) -> str:

@@ -6,16 +6,22 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterable
 from concurrent.futures import Executor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .._asyncio import T, _in_thread, _taking
 from .._docs import mirror_docs
-from .._store import Job, JobCounts, JobInfo, Swept, _count, _job_id, _seconds
-from ..core import Cache
+from .._store import (
+    AsyncJobsBackend,
+    Job,
+    JobCounts,
+    JobInfo,
+    Swept,
+    _count,
+    _job_id,
+    _seconds,
+    store_of,
+)
 from ..jobs import JobQueue
-from ._run import T, _in_thread, _taking
-
-if TYPE_CHECKING:
-    from ..remote.jobs import AsyncRedisJobs, RedisJob
 
 # ---- leased jobs ----------------------------------------------------------------------------
 
@@ -37,31 +43,25 @@ class AsyncJobQueue:
     """
 
     def __init__(
-        self, jobs: JobQueue, *, executor: Executor | None = None, client: Any = None
+        self, jobs: JobQueue[Any], *, executor: Executor | None = None, client: Any = None
     ) -> None:
         if not isinstance(jobs, JobQueue):
             raise TypeError(f"jobs must be a JobQueue, not {type(jobs).__name__}")
         self._jobs = jobs
         self._executor = executor
-        self._remote: AsyncRedisJobs | None = None
+        #: The job storage awaited on an asyncio client, where the store has one (Redis:
+        #: no call holds a thread); else None, and the blocking calls run in the executor.
+        self._remote: AsyncJobsBackend | None = None
         #: The asyncio client this queue made (and closes), if it made one.
         self._owned: Any = None
-        if isinstance(jobs.cache, Cache):
-            if client is not None:
-                raise TypeError(
-                    "client= is an asyncio Redis client for a JobQueue on a RedisCache; this "
-                    "JobQueue is on a directory: leave client out"
-                )
-        else:
-            # A Redis namespace's jobs (so redis-py is installed): awaited on the asyncio
-            # client, never in a thread.
-            from ..remote.aio import asyncio_client
-            from ..remote.jobs import AsyncRedisJobs, RedisJobs
-
-            assert isinstance(jobs._core, RedisJobs)
-            if client is None:
-                client = self._owned = asyncio_client(jobs._core.cache.client)
-            self._remote = AsyncRedisJobs(jobs._core, client)
+        native = store_of(jobs.cache).asyncio_jobs(jobs._core, client)
+        if native is not None:
+            self._remote, self._owned = native
+        elif client is not None:
+            raise TypeError(
+                "client= is an asyncio Redis client for a JobQueue on a RedisCache; this "
+                "JobQueue is on a directory: leave client out"
+            )
 
     async def close(self) -> None:
         """Close the asyncio client this queue made for a Redis namespace (a ``client=`` given
@@ -77,7 +77,7 @@ class AsyncJobQueue:
         await self.close()
 
     @property
-    def jobs(self) -> JobQueue:
+    def jobs(self) -> JobQueue[Any]:
         """The synchronous queue underneath."""
         return self._jobs
 
@@ -145,15 +145,13 @@ class AsyncJobQueue:
             give_back,
         )
 
-    def _awaited(self, job: Job) -> tuple[AsyncRedisJobs, RedisJob] | None:
-        """Where to await the calls settling ``job``: this face's asyncio Redis storage for
-        a Redis job, or None (the blocking call then runs in the executor)."""
+    def _awaited(self, job: Job) -> tuple[AsyncJobsBackend, Any] | None:
+        """Where to await the calls settling ``job``: this face's asyncio storage for a job
+        it owns, or None (the blocking call then runs in the executor)."""
         if self._remote is None:
             return None
-        from ..remote.jobs import RedisJob
-
         held = self._jobs._held(job)
-        return (self._remote, held) if isinstance(held, RedisJob) else None
+        return (self._remote, held) if self._remote.owns(held) else None
 
     async def finish(self, job: Job) -> bool:
         if (awaited := self._awaited(job)) is not None:

@@ -19,17 +19,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, cast
 
 from .. import _payonce as core
+from .._asyncio import P, R, _log, _Tag
 from .._keying import keyed
 from .._sentinels import ENOVAL
+from .._store import AsyncClaimBackend, AsyncStore, AsyncStored, Stored
 from ..claims import LEASE, Claim, Claims, Outcome, _if_computing, _lease, _timeout, stable_name
-from ..core import Cache
-from ._run import P, R, _log, _Tag
-from .cache import AsyncCache
-from .claims import _runner, _storage
-
-if TYPE_CHECKING:
-    from ..remote.aio import AsyncRedisCache
-    from ..remote.cache import RedisCache
+from .claims import AsyncClaim, AsyncClaims, claims_on, storage, store_for
 
 #: Strong references to the running turns, so a turn whose callers were all cancelled is not
 #: garbage-collected mid-way (the event loop only keeps weak references to tasks).
@@ -104,17 +99,20 @@ def _computation(
 
 
 class _Driver:
-    """Performs the protocol's operations for one :func:`aget_or_compute` call: storage in the
-    cache's executor, the turn in a shielded task, the computation with a heartbeat task."""
+    """Performs the protocol's operations for one :func:`aget_or_compute` call: storage on the
+    store's asyncio claims, the turn in a shielded task, the computation with a heartbeat
+    task."""
 
     def __init__(
         self,
-        acache: AsyncCache | AsyncRedisCache,
+        store: AsyncStore,
+        backend: AsyncClaimBackend,
         call: core.Call,
         compute: Callable[..., Awaitable[Any]],
         pass_claim: Literal[False, "sync", "async"],
     ) -> None:
-        self._acache = acache
+        self._store = store
+        self._backend = backend
         self._call = call
         self._compute = compute
         self._pass_claim = pass_claim
@@ -126,8 +124,8 @@ class _Driver:
         if op is core.TURN:
             return await self._turn()
         if op is core.RELEASE:
-            return await asyncio.shield(_storage(self._acache, self._call, op, arg))
-        result = await _storage(self._acache, self._call, op, arg)
+            return await asyncio.shield(storage(self._backend, self._call, op, arg))
+        result = await storage(self._backend, self._call, op, arg)
         if op is core.ACQUIRE:
             self._at_risk = result is not None  # from here until the value is stored
         elif op is core.STORE:
@@ -159,7 +157,7 @@ class _Driver:
         if op is core.SLEEP:
             await asyncio.sleep(arg)
             return True
-        return await _storage(self._acache, self._call, op, arg)
+        return await storage(self._backend, self._call, op, arg)
 
     async def _computing(self, claim: Claim) -> Any:
         beat = asyncio.get_running_loop().create_task(
@@ -167,9 +165,8 @@ class _Driver:
         )
         try:
             if self._pass_claim == "async":
-                from .claims import AsyncClaim, AsyncClaims
-
-                held = AsyncClaim(AsyncClaims(self._acache, self._call.namespace), claim)
+                claims = cast("Claims[Any]", self._call.claims)
+                held = AsyncClaim(claims_on(self._store, claims), claim)
                 return await self._compute(claim=held)
             if self._pass_claim == "sync":
                 return await self._compute(claim=claim)
@@ -181,7 +178,7 @@ class _Driver:
 
 
 async def aget_or_compute(
-    cache: Cache | AsyncCache | RedisCache | AsyncRedisCache,
+    cache: Stored | AsyncStored,
     key: Any,
     fn: Callable[..., Any],
     /,
@@ -214,20 +211,21 @@ async def aget_or_compute(
 
     :raises ClaimTimeout: if ``timeout`` (default: none) passed without a value
     """
-    acache = _runner(cache)
-    compute = _computation(fn, args, kwargs, acache._run)
+    store = store_for(cache)
+    compute = _computation(fn, args, kwargs, store.run)
     lease = _lease(lease)
     limit = None if timeout is None else _timeout(timeout)
     skip = if_computing != "wait" and _if_computing(if_computing) == "skip"
-    claims = Claims(acache.cache, namespace)
+    claims: Claims[Any] = Claims(store.cache, namespace)
     call = core.Call(claims, key, lease, expire, tag)
-    value = await _storage(acache, call, core.GET, None)  # the protocol's first read
+    backend = store.claims()
+    value = await storage(backend, call, core.GET, None)  # the protocol's first read
     if value is not ENOVAL:
         return (value, Outcome.CACHED) if outcome else value
     handed: Literal[False, "sync", "async"] = False
     if pass_claim:
         handed = "async" if inspect.iscoroutinefunction(fn) else "sync"
-    driver = _Driver(acache, call, compute, handed)
+    driver = _Driver(store, backend, call, compute, handed)
     got = await core.adrive(core.get_or_compute(key, limit, skip), driver.perform)
     return got if outcome else got[0]
 
@@ -243,7 +241,7 @@ class AsyncComputeOnce(Protocol, Generic[P, R]):
 
 
 def acompute_once(
-    cache: Cache | AsyncCache | RedisCache | AsyncRedisCache,
+    cache: Stored | AsyncStored,
     *,
     lease: float = LEASE,
     timeout: float | None = None,
@@ -280,3 +278,60 @@ def acompute_once(
         Callable[[Callable[P, Awaitable[R]]], AsyncComputeOnce[P, R]],
         keyed(name, typed, ignore, once, stable_name),
     )
+
+
+# ---- the asyncio faces' pay-once calls ---------------------------------------------------------
+
+
+class AsyncPayOnceCalls:
+    """``claims()`` and ``get_or_compute`` as methods, written once for every asyncio face
+    (``AsyncCache`` and ``AsyncRedisCache`` inherit them): both run on the face's store
+    (:func:`~diskcache_oxide.aio.claims.store_for`)."""
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:  # what the class that inherits this supplies
+
+        def _dco_async_store(self) -> AsyncStore: ...
+
+    def claims(self, namespace: str = "default") -> AsyncClaims:
+        """Claims on this cache's keys (:class:`~diskcache_oxide.aio.AsyncClaims`)."""
+        return AsyncClaims(self, namespace)
+
+    async def get_or_compute(
+        self,
+        key: Any,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        lease: float = 60.0,
+        timeout: float | None = None,
+        expire: float | None = None,
+        tag: _Tag = None,
+        namespace: str = "default",
+        if_computing: Literal["wait", "skip"] = "wait",
+        outcome: bool = False,
+        pass_claim: bool = False,
+        **kwargs: Any,
+    ) -> Any:
+        """:func:`aget_or_compute` on this cache: the value of ``key``, computed by
+        ``fn(*args, **kwargs)`` once across loops, threads and processes; ``fn`` may be a
+        coroutine function or a plain function (run in the executor). The options are
+        :meth:`Cache.get_or_compute`'s: ``outcome=True`` returns ``(value, Outcome)``, and
+        ``pass_claim=True`` hands ``fn`` its claim as ``claim=`` (an :class:`AsyncClaim` for
+        a coroutine function, a :class:`~diskcache_oxide.Claim` for a plain one)."""
+        return await aget_or_compute(
+            self,
+            key,
+            fn,
+            *args,
+            lease=lease,
+            timeout=timeout,
+            expire=expire,
+            tag=tag,
+            namespace=namespace,
+            if_computing=if_computing,
+            outcome=outcome,
+            pass_claim=pass_claim,
+            **kwargs,
+        )

@@ -17,7 +17,7 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__, admin
-from ..core import Cache
+from .._store import store_of
 from ._options import KEY_HELP, json_option, key_options, target_argument
 from ._output import Failure, Out, age, describe, jsonable, parse_key, shown, size
 
@@ -132,7 +132,6 @@ def get(out: Out, target: str, key: Any) -> None:
 def check(out: Out, directory: str, fix: bool) -> None:
     admin.not_applicable(directory, "check")
     with admin.open_cache(directory, write=fix) as cache:
-        assert isinstance(cache, Cache)
         found = cache.check(fix=fix)
         remaining = cache.check() if fix and found else found
 
@@ -165,10 +164,10 @@ def check(out: Out, directory: str, fix: bool) -> None:
 def vacuum(out: Out, directory: str) -> None:
     admin.not_applicable(directory, "vacuum")
     with admin.open_cache(directory, write=True) as cache:
-        assert isinstance(cache, Cache)
-        before = cache.volume()
+        look = store_of(cache).inspector()
+        before = look.volume() or 0
         freed = admin.vacuum(cache)
-        after = cache.volume()
+        after = look.volume() or 0
     if out.as_json:
         out.json({"directory": directory, "before": before, "after": after, "freed": freed})
     else:

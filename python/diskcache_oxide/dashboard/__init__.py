@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 from .. import admin
 from .._core import __version__
 from .._hosts import allowed_hosts, is_loopback
-from ..cli._output import shown
+from .._shown import shown
 from .state import LIMITS, Page, PageError, TaskRates, snapshot
 
 if TYPE_CHECKING:

@@ -14,16 +14,14 @@ server's memory settings."""
 from __future__ import annotations
 
 import bisect
-import itertools
-import re
 import threading
 import time
 from collections import deque
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .. import _admin_redis, admin
-from ..core import DEFAULT_SETTINGS, Cache
+from .. import admin
+from .._store import store_of
 
 __all__ = ["LIMITS", "STATES", "Page", "PageError", "snapshot"]
 
@@ -37,8 +35,6 @@ PREVIEW_WIDTH = 60
 #: that no request makes a poll cost what the directory holds.
 LIMITS = {"queues": 500, "job_queues": 50, "claims": 500, "jobs": 200}
 
-#: The largest int key of python-diskcache's queue range, as the engine's QUEUE_MAX.
-_INT_QUEUE_MAX = 999_999_999_999_999
 #: How many keys to look through for a queue's front item before giving up on showing it.
 _FRONT_LOOKUPS = 20
 
@@ -100,25 +96,7 @@ def _queue_front(cache: admin.AnyCache, prefix: str | None) -> str | None:
     first few keys in key order (other keys share the prefix, or the items left meanwhile).
     Only its stored bytes' first few KiB are read (on Redis: the queue's first few numbers,
     and the value of the first item still there)."""
-    if not isinstance(cache, Cache):
-        for key in _admin_redis.queue_keys(cache, prefix, count=_FRONT_LOOKUPS):
-            shown = admin.preview(cache, key, PREVIEW_WIDTH)
-            if shown is not None:
-                return shown
-        return None
-    if prefix is None:
-        # Numbers sort first; the queue's are the ints of its range, after the negative ones.
-        for key in itertools.islice(cache.iterkeys(), _FRONT_LOOKUPS):
-            if type(key) is int and 0 <= key <= _INT_QUEUE_MAX:
-                return cache._preview(key, PREVIEW_WIDTH)
-            if not isinstance(key, (int, float)) or key > _INT_QUEUE_MAX:
-                return None
-        return None
-    shape = re.compile(re.escape(prefix) + r"-[0-9]{15}")
-    for key in itertools.islice(cache.iterkeys(prefix=f"{prefix}-"), _FRONT_LOOKUPS):
-        if type(key) is str and shape.fullmatch(key):
-            return cache._preview(key, PREVIEW_WIDTH)
-    return None
+    return store_of(cache).inspector().queue_front(prefix, PREVIEW_WIDTH, _FRONT_LOOKUPS)
 
 
 def _queues(cache: admin.AnyCache, page: Page) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -187,34 +165,24 @@ def _claims(cache: admin.AnyCache, page: Page) -> tuple[list[dict[str, Any]], di
 
 
 def _figures(cache: admin.AnyCache) -> dict[str, Any]:
-    # What differs between the backends: where the cache is, its counters, its settings.
-    if not isinstance(cache, Cache):
-        hits, misses = _admin_redis.hits_misses(cache)
-        info = admin.server_memory(cache)
-        statistics = int(_admin_redis.statistics_on(cache))
-        return {
-            "backend": "redis",
-            "directory": admin.location(cache),
-            "namespace": cache.namespace,
-            "hits": hits,
-            "misses": misses,
-            "volume": None,
-            "eviction_policy": info.get("maxmemory_policy", "the server's"),
-            "size_limit": None,
-            "statistics": statistics,
-            "settings": {"namespace": cache.namespace, "statistics": statistics, **info},
-        }
+    # What differs between the backends: where the cache is, its counters, its settings
+    # (a directory's; a Redis namespace's and its server's memory settings).
+    look = store_of(cache).inspector()
     # The counters as stored: stats() would switch counting on or off (a write).
-    settings = {name: getattr(cache, name) for name in DEFAULT_SETTINGS}
+    hits, misses = look.counters()
+    settings = look.settings()
     return {
-        "backend": "directory",
-        "directory": cache.directory,
-        "namespace": None,
-        "hits": cache.reset("hits"),
-        "misses": cache.reset("misses"),
-        "volume": cache.volume(),
-        "eviction_policy": settings["eviction_policy"],
-        "size_limit": settings["size_limit"],
+        "backend": look.backend,
+        "directory": look.location,
+        "namespace": look.namespace,
+        "hits": hits,
+        "misses": misses,
+        "volume": look.volume(),
+        # A directory's own policy and limit; on Redis the server's policy, and no limit.
+        "eviction_policy": settings.get(
+            "eviction_policy", settings.get("maxmemory_policy", "the server's")
+        ),
+        "size_limit": settings.get("size_limit"),
         "statistics": settings["statistics"],
         "settings": settings,
     }

@@ -1,8 +1,8 @@
 """Claims and compute-once over a cache directory: the one adapter between the pay-once code
 and the binding (D-044, D-052).
 
-:class:`DirectoryClaims` implements :class:`~diskcache_oxide._payonce.ClaimBackend` (and
-:class:`~diskcache_oxide._payonce.ClaimRegistry`) for a :class:`~diskcache_oxide.Cache`: the
+:class:`DirectoryClaims` implements :class:`~diskcache_oxide._store.ClaimBackend` (and
+:class:`~diskcache_oxide._store.ClaimRegistry`) for a :class:`~diskcache_oxide.Cache`: the
 values are the cache's entries, the claims live in the directory's ``claims`` table, and a
 waiter sleeps on the directory's bell. It is the only module of the pay-once code
 (``claims.py``, ``aio/claims.py``, ``aio/turns.py``, ``_payonce.py``) that calls the
@@ -17,10 +17,12 @@ turn are the drivers' (``_payonce``), not the backend's.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._sentinels import ENOVAL
-from .core import Cache
+if TYPE_CHECKING:
+    from .._core import ClaimsCore
+
+from .._sentinels import ENOVAL
 
 __all__ = ["DirectoryClaims"]
 
@@ -32,8 +34,16 @@ class DirectoryClaims:
 
     __slots__ = ("cache",)
 
-    def __init__(self, cache: Cache) -> None:
+    def __init__(self, cache: Any) -> None:
+        # Any, not Cache: core.py imports this folder (tests/api/test_layers.py).
         self.cache = cache
+
+    @property
+    def _claims(self) -> ClaimsCore:
+        # Asked of the cache at each call, never kept: the binding answers for the handle as
+        # it is now (closed and reopened, say).
+        claims: ClaimsCore = self.cache._claims
+        return claims
 
     def __repr__(self) -> str:
         return f"DirectoryClaims({self.cache.directory!r})"
@@ -49,24 +59,24 @@ class DirectoryClaims:
     def try_acquire(
         self, namespace: str, key: Any, lease: float, token: str, host: str, pid: int
     ) -> bool:
-        return self.cache._claims.acquire(namespace, key, lease, token, host, pid)
+        return self._claims.acquire(namespace, key, lease, token, host, pid)
 
     def extend(self, namespace: str, key: Any, token: str, lease: float) -> bool:
-        return self.cache._claims.extend(namespace, key, token, lease) is not None
+        return self._claims.extend(namespace, key, token, lease) is not None
 
     def release(self, namespace: str, key: Any, token: str) -> bool:
-        return self.cache._claims.release(namespace, key, token)
+        return self._claims.release(namespace, key, token)
 
     def wait_for_change(self, namespace: str, key: Any, seconds: float, value: bool) -> bool:
-        return self.cache._claims.wait(namespace, key, seconds, value)
+        return self._claims.wait(namespace, key, seconds, value)
 
     # ---- ClaimRegistry ----
 
     def holder(self, namespace: str, key: Any) -> _Record | None:
-        return self.cache._claims.holder(namespace, key)
+        return self._claims.holder(namespace, key)
 
     def break_claim(self, namespace: str, key: Any) -> bool:
-        return self.cache._claims.break_claim(namespace, key)
+        return self._claims.break_claim(namespace, key)
 
     def claims(self, namespace: str) -> list[tuple[Any, _Record]]:
-        return [(row[1], row[2:]) for row in self.cache._claims.list(namespace)]
+        return [(row[1], row[2:]) for row in self._claims.list(namespace)]

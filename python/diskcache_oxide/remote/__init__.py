@@ -13,7 +13,8 @@ from ..errors import UnsupportedError
 
 # cache first: without redis-py it raises the ImportError that names the extra to install.
 from . import cache as _cache  # noqa: F401
-from ._io import (
+from ._clients import asyncio_client, blocking_client, open_async_client, open_client
+from ._errors import (
     NotReplicatedError,
     ServerConnectionError,
     ServerScriptError,
@@ -21,8 +22,8 @@ from ._io import (
     WrongTypeError,
 )
 from ._policy import EvictionWarning
-from .aio import AsyncRedisCache, asyncio_client, blocking_client, open_async_client
-from .cache import RedisCache, open_client
+from .aio import AsyncRedisCache
+from .cache import RedisCache
 
 __all__ = [
     "AsyncRedisCache",

@@ -6,7 +6,7 @@ are on, a write first removes expired entries, listing the claims prunes the run
 and a directory is looked at through a read-only handle, which Redis has not. So the
 operator's tools (``diskcache_oxide._admin_redis``, behind ``admin``, the CLI and the
 dashboard) read through these operations instead: each yields plain read
-:class:`~._io.Command` requests (``HMGET``, ``ZRANGEBYSCORE``, ``ZSCAN``, ``ZCARD``,
+:class:`~._requests.Command` requests (``HMGET``, ``ZRANGEBYSCORE``, ``ZSCAN``, ``ZCARD``,
 ``ZCOUNT``, ``SMEMBERS``), marked idempotent, so a link repeats them after a connection
 error, sends no request token and no ``WAIT``. They count no statistics and remove nothing
 (an expired entry is hidden by Redis itself: its HASH has a PEXPIREAT). Every key they name
@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._io import Command, Op
 from ._members import claims_id
 from ._ops import Namespace, _qid
+from ._requests import Command, Op
 
 __all__ = [
     "PAGE",

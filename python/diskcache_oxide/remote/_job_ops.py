@@ -20,7 +20,7 @@ from .. import _core
 from .._store import pass_delay
 from ..errors import CorruptValueError, DecodeError
 from . import _ops
-from ._io import Command, Op, Script
+from ._requests import Command, Op, Script
 
 _State = Literal["ready", "leased", "dead"]
 _STATES: dict[bytes, _State] = {b"0": "ready", b"1": "leased", b"2": "dead"}

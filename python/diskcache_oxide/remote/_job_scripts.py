@@ -38,7 +38,7 @@ None of these keys is in the cache's index (``B..'i'``), so the cache's ``clear(
 
 from __future__ import annotations
 
-from ._io import (
+from ._replies import (
     BULK,
     COUNT,
     DIGITS,
@@ -523,7 +523,7 @@ JOB_SCRIPTS = {
 #: What each job script answers (issue 29), as redis-py hands it over (a Lua number an int, a
 #: string bytes, false nil, a table a list): every link checks the reply before the jobs' code
 #: decodes it, so a server or proxy that answers otherwise raises ``UnexpectedReplyError``
-#: naming the call (``_io.expect``). Each line is the script's ``->`` comment above.
+#: naming the call (``_replies.expect``). Each line is the script's ``->`` comment above.
 _ID = Shape(lambda reply, args: type(reply) is bytes and reply.isdigit(), "a job id")
 _FIELD = nil_or(BULK)
 #: A record as ``record`` lists it: the id, then its ten fields (each a string or nil).

@@ -3,9 +3,9 @@
 
 A key of the queue shape (an int up to 15 digits, or ``'{prefix}-'`` and exactly 15 digits)
 is named by its queue and number, so a queue's items sort by number; every other key by its
-frame from the binding's key codec. Its own module so that the link (``_io``, which names a
-cache key in an error) and the operations (``_ops``) both read it without importing each
-other.
+frame from the binding's key codec. Its own module so that the errors (``_errors``, which name a
+cache key in a message) and the operations (``_ops``, which import the errors) both read it
+without an import cycle.
 """
 
 from __future__ import annotations

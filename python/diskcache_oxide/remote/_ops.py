@@ -2,8 +2,8 @@
 
 Each call of :class:`~diskcache_oxide.remote.RedisCache` is a generator function here, with
 Cache's parameters after the namespace ``ns`` it runs on: it performs no I/O, yields the
-:class:`~._io.Script` and :class:`~._io.Command` requests it needs and returns the call's
-result (``_io`` explains the shape). The encoding of keys and values, the decoding, the
+:class:`~._requests.Script` and :class:`~._requests.Command` requests it needs and returns the
+call's result (``_io`` explains the shape). The encoding of keys and values, the decoding, the
 read-revision-replace loop of ``incr``, the queue's one-script pull with its put-back of what
 this process cannot decode (D-064) and the error messages are written once, here. The faces
 are generated from the API table (``_api.CALLS``, column ``redis``): ``RedisCache``'s ``get``
@@ -30,9 +30,11 @@ from .._seconds import ANY, Rule, seconds
 from .._sentinels import ENOVAL
 from ..errors import CorruptValueError, DecodeError
 from ..errors import UnsupportedError as UnsupportedError
-from ._io import BULK, COUNT, Command, NotReplicatedError, Op, Script, Shape, array, nil_or
+from ._errors import NotReplicatedError
 from ._members import key_of as key_of
 from ._members import member as member
+from ._replies import BULK, COUNT, Shape, array, nil_or
+from ._requests import Command, Op, Script
 
 __all__ = ["Namespace", "UnsupportedError"]
 

@@ -32,7 +32,7 @@ A member is ``'k:'`` and the key's frame, or, for a key of the D-054 queue shape
 
 from __future__ import annotations
 
-from ._io import (
+from ._replies import (
     BULK,
     COUNT,
     DIGITS,

@@ -15,34 +15,28 @@ backend. :func:`asyncio_client` makes the asyncio twin of a blocking client.
 from __future__ import annotations
 
 import asyncio
-import inspect
-import os
-import secrets
-import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-import redis
-import redis.asyncio
-import redis.asyncio.cluster
-import redis.asyncio.connection
-import redis.cluster
-import redis.connection
-
-from .. import _payonce as core
+from .._asyncio import _in_thread, _reshape
 from .._faces.remote_aio import AsyncRedisCacheCalls
-from ..aio._run import _in_thread, _reshape
-from ..claims import Claim, Claims
+from .._store import has_store, store_of
+from ..aio.turns import AsyncPayOnceCalls
 from . import _ops
-from . import claims as claim_ops
-from ._io import RECONNECT_FOR, AsyncLink, Op
+from ._clients import _ASYNC_CLIENTS, open_async_client
+from ._clients import asyncio_client as asyncio_client
+from ._clients import blocking_client as blocking_client
+from ._io import AsyncLink
 from ._ops import Namespace
+from ._requests import Op
+from ._retry import RECONNECT_FOR
 from ._scripts import SCRIPTS
-from .cache import RedisCache, _split_url, connect_timeout
-from .claims import LINKED
+from .cache import RedisCache
+from .claims import LINKED, AsyncRedisClaims
+from .store import AsyncRemoteStore, RemoteStore
 
 if TYPE_CHECKING:
     if sys.version_info >= (3, 11):
@@ -50,7 +44,6 @@ if TYPE_CHECKING:
     else:
         from typing_extensions import Self
 
-    from ..aio.claims import AsyncClaims
 
 __all__ = ["AsyncRedisCache", "asyncio_client", "blocking_client", "open_async_client"]
 
@@ -58,135 +51,8 @@ T = TypeVar("T")
 _Tag = str | int | float | bytes | None
 _Side = Literal["front", "back"]
 
-#: The asyncio connection class for each blocking one (the most derived match wins).
-_CONNECTIONS: tuple[tuple[type, type], ...] = (
-    (
-        redis.connection.UnixDomainSocketConnection,
-        redis.asyncio.connection.UnixDomainSocketConnection,
-    ),
-    (redis.connection.SSLConnection, redis.asyncio.connection.SSLConnection),
-    (redis.connection.Connection, redis.asyncio.connection.Connection),
-)
 
-#: Settings of a blocking connection that are objects of the blocking client (its retry
-#: policy, parser, connect hook): the asyncio twin keeps its own defaults for them.
-_NOT_CARRIED = frozenset(
-    {"retry", "parser_class", "redis_connect_func", "event_dispatcher", "encoder_class"}
-)
-
-
-def _accepted(cls: type) -> set[str]:
-    """The keyword arguments ``cls`` and the classes it passes ``**kwargs`` to take."""
-    names: set[str] = set()
-    for klass in cls.__mro__:
-        init = vars(klass).get("__init__")
-        if init is not None:
-            names.update(inspect.signature(init).parameters)
-    return names - {"self", "args", "kwargs"}
-
-
-def _carried(kwargs: dict[str, Any], cls: type) -> dict[str, Any]:
-    wanted = _accepted(cls)
-    return {k: v for k, v in kwargs.items() if k in wanted and k not in _NOT_CARRIED}
-
-
-def _cluster_kwargs(client: Any, ssl_class: type) -> dict[str, Any]:
-    kwargs = dict(client.get_connection_kwargs())
-    if kwargs.pop("connection_class", None) is ssl_class:
-        kwargs["ssl"] = True
-    return kwargs
-
-
-def asyncio_client(client: Any) -> Any:
-    """The asyncio twin of a blocking redis-py client: a ``redis.asyncio.Redis`` on the same
-    server (TCP, TLS or unix socket, with the same database, credentials, timeouts and TLS
-    files), or a ``redis.asyncio.cluster.RedisCluster`` that starts from the same nodes with
-    the same connection settings. Settings that are objects of the blocking client (its
-    ``retry`` policy, a parser or connect hook) are left at the asyncio client's defaults.
-    :func:`blocking_client` goes the other way.
-
-    :raises TypeError: for anything but a ``redis.Redis`` or ``RedisCluster``
-    """
-    return _twin(client, to_async=True)
-
-
-def blocking_client(client: Any) -> Any:
-    """The blocking twin of an asyncio redis-py client (:func:`asyncio_client` reversed)."""
-    return _twin(client, to_async=False)
-
-
-def _twin(client: Any, to_async: bool) -> Any:
-    blocking_side, asyncio_side = 0, 1
-    source, target = (blocking_side, asyncio_side) if to_async else (asyncio_side, blocking_side)
-    clusters = (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster)
-    singles = (redis.Redis, redis.asyncio.Redis)
-    ssl_classes = (redis.connection.SSLConnection, redis.asyncio.connection.SSLConnection)
-    if isinstance(client, clusters[source]):
-        kwargs = _cluster_kwargs(client, ssl_classes[source])
-        if to_async:
-            found = client.get_nodes()
-        else:  # an asyncio cluster knows its startup nodes before it has connected
-            found = client.get_nodes() or list(client.nodes_manager.startup_nodes.values())
-        if to_async:
-            nodes = [redis.asyncio.cluster.ClusterNode(n.host, n.port) for n in found]
-            carried = _carried(kwargs, redis.asyncio.cluster.RedisCluster)
-            return redis.asyncio.cluster.RedisCluster(startup_nodes=nodes, **carried)
-        blocking_nodes = [
-            redis.cluster.ClusterNode(n.host, n.port)  # type: ignore[no-untyped-call]
-            for n in found
-        ]
-        carried = {k: v for k, v in kwargs.items() if k not in _NOT_CARRIED}
-        return redis.cluster.RedisCluster(startup_nodes=blocking_nodes, **carried)
-    if isinstance(client, singles[source]):
-        pool = client.connection_pool
-        kind = next(
-            (
-                pair[target]
-                for pair in _CONNECTIONS
-                if issubclass(pool.connection_class, pair[source])
-            ),
-            None,
-        )
-        if kind is None:
-            raise TypeError(
-                f"cannot make a twin of a client on {pool.connection_class.__name__}; "
-                "give AsyncRedisCache an asyncio client or a URL instead"
-            )
-        carried = _carried(dict(pool.connection_kwargs), kind)
-        if to_async:
-            apool = redis.asyncio.ConnectionPool(
-                connection_class=kind, max_connections=pool.max_connections, **carried
-            )
-            return redis.asyncio.Redis(connection_pool=apool)
-        bpool = redis.ConnectionPool(
-            connection_class=kind, max_connections=pool.max_connections, **carried
-        )
-        return redis.Redis(connection_pool=bpool)
-    raise TypeError(
-        f"{'asyncio_client' if to_async else 'blocking_client'}() takes a "
-        f"{'' if to_async else 'redis.asyncio '}Redis or RedisCluster client, not "
-        f"{type(client).__name__}"
-    )
-
-
-def open_async_client(url: str, timeout: float = 60.0) -> Any:
-    """An asyncio redis-py client for ``url``, as :func:`~diskcache_oxide.remote.open_client`
-    opens a blocking one (``?cluster=1`` opens a ``RedisCluster``)."""
-    url, cluster = _split_url(url)
-    # redis-py's asyncio client handshakes TLS inside its connect timeout already: bounding
-    # that (connect_timeout) is what makes rediss:// to a plain server fail soon (issue 29).
-    connect = connect_timeout(timeout)
-    if cluster:
-        return redis.asyncio.cluster.RedisCluster.from_url(
-            url, socket_timeout=timeout, socket_connect_timeout=connect
-        )
-    return redis.asyncio.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=connect)
-
-
-_ASYNC_CLIENTS = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
-
-
-class AsyncRedisCache(AsyncRedisCacheCalls, Namespace):
+class AsyncRedisCache(AsyncRedisCacheCalls, AsyncPayOnceCalls, Namespace):
     """RedisCache's calls as coroutines on redis-py's asyncio client (D-059).
 
     :param source: a :class:`RedisCache` (its namespace and settings, on the asyncio twin of
@@ -223,7 +89,11 @@ class AsyncRedisCache(AsyncRedisCacheCalls, Namespace):
         self._cache_owned = False
         self._url = source if isinstance(source, str) else None
         self._timeout = timeout
-        if isinstance(source, RedisCache):
+        # A blocking cache of this backend (its store says so, as for any feature): this face
+        # adopts it, with its namespace and settings.
+        store = store_of(source) if has_store(source) else None
+        if isinstance(store, RemoteStore):
+            source = store.cache
             defaults = ("default", False, "raise", 60.0)
             if (namespace, pickle, on_decode_error, timeout) != defaults or settings:
                 raise TypeError(
@@ -478,90 +348,19 @@ class AsyncRedisCache(AsyncRedisCacheCalls, Namespace):
 
     # ----- claims and compute-once: the operations of remote.claims on the asyncio client -----
 
-    async def _claim(self, op: Op[T]) -> T:
-        """Await a claims operation (``remote.claims``) on the asyncio client."""
+    def _dco_async_store(self) -> AsyncRemoteStore:
+        """The seam's asyncio store (``_store.async_store_of``): the claims on this face's
+        asyncio client; a plain function in its executor."""
         if self._claims_alink is None:
             self._claims_alink = AsyncLink(
                 self._client, self._base, LINKED, **self._alink.settings()
             )
-        return await self._claims_alink.run(op)
-
-    async def _storage(self, call: core.Call, op: str, arg: Any) -> Any:
-        """One storage operation of the pay-once protocol (``_payonce.storage``), awaited on
-        the asyncio client instead of run in a thread."""
-        if op is core.GET:
-            return await self._claim(claim_ops.get(self, call.key))
-        if op is core.ACQUIRE:
-            return await self._try_acquire(call.claims, call.key, call.lease)
-        if op is core.STORE:
-            await self._claim(claim_ops.store(self, call.key, arg, call.expire, call.tag))
-            return None
-        if op is core.RELEASE:
-            return await self._claim(claim_ops.release(self, call.namespace, arg.key, arg.token))
-        if op is core.EXTEND:
-            return await self._claim(
-                claim_ops.extend(self, call.namespace, arg.key, arg.token, arg.lease)
-            )
-        if op is core.WAIT or op is core.WAIT_FREE:
-            wait = claim_ops.wait_for_change(self, call.namespace, call.key, arg, op is core.WAIT)
-            await self._claim(wait)
-            return None
-        raise AssertionError(f"not a storage operation: {op!r}")
-
-    async def _try_acquire(self, claims: Claims, key: Any, lease: float) -> Claim | None:
-        """``Claims.try_acquire`` on the asyncio client: the same token, host and pid."""
-        token = secrets.token_hex(16)
-        host, pid = socket.gethostname(), os.getpid()
-        taken = await self._claim(
-            claim_ops.try_acquire(self, claims.namespace, key, lease, token, host, pid)
-        )
-        return Claim(claims, key, token, lease) if taken else None
-
-    def claims(self, namespace: str = "default") -> AsyncClaims:
-        """Claims on this cache's keys (:class:`~diskcache_oxide.aio.AsyncClaims`)."""
-        from ..aio.claims import AsyncClaims
-
-        return AsyncClaims(self, namespace)
-
-    async def get_or_compute(
-        self,
-        key: Any,
-        fn: Callable[..., Any],
-        /,
-        *args: Any,
-        lease: float = 60.0,
-        timeout: float | None = None,
-        expire: float | None = None,
-        tag: _Tag = None,
-        namespace: str = "default",
-        if_computing: Literal["wait", "skip"] = "wait",
-        outcome: bool = False,
-        pass_claim: bool = False,
-        **kwargs: Any,
-    ) -> Any:
-        """:func:`~diskcache_oxide.aio.aget_or_compute` on this cache (as
-        :meth:`AsyncCache.get_or_compute <diskcache_oxide.aio.AsyncCache.get_or_compute>`)."""
-        from ..aio.turns import aget_or_compute
-
-        return await aget_or_compute(
-            self,
-            key,
-            fn,
-            *args,
-            lease=lease,
-            timeout=timeout,
-            expire=expire,
-            tag=tag,
-            namespace=namespace,
-            if_computing=if_computing,
-            outcome=outcome,
-            pass_claim=pass_claim,
-            **kwargs,
-        )
+        claims = AsyncRedisClaims(self, self._claims_alink)
+        return AsyncRemoteStore(lambda: self.cache, claims, self._executor)
 
 
 async def _quietly(work: Awaitable[object]) -> None:
-    from ..aio._run import _log
+    from .._asyncio import _log
 
     try:
         await work

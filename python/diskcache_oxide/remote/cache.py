@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 import weakref
 from collections.abc import Callable, Collection, Iterator
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 try:
     import redis
@@ -33,9 +33,11 @@ if TYPE_CHECKING:  # only for annotations: the package has no run-time dependenc
 
 from .._faces.remote import RedisCacheCalls
 from .._keying import Memoized, memoize_on
+from ..claims import PayOnceCalls
 from ..errors import UnsupportedError
 from . import _ops
-from ._io import CONNECT_TIMEOUT, Link, TLSConnection
+from ._clients import open_client
+from ._io import Link
 from ._ops import Namespace
 from ._scripts import SCRIPTS
 from .store import RemoteStore
@@ -48,7 +50,7 @@ R = TypeVar("R")
 _Tag = str | int | float | bytes | None
 
 
-class RedisCache(RedisCacheCalls, Namespace):
+class RedisCache(RedisCacheCalls, PayOnceCalls, Namespace):
     """A cache and queue in one namespace of a Redis server (D-058).
 
     :param client_or_url: a ``redis://``, ``rediss://`` or ``unix://`` URL (``?cluster=1``
@@ -180,91 +182,3 @@ class RedisCache(RedisCacheCalls, Namespace):
     ) -> Callable[[Callable[P, R]], Memoized[P, R]]:
         """Decorator caching a function's results by its arguments (:meth:`Cache.memoize`)."""
         return memoize_on(self, name, typed, expire, tag, ignore)
-
-    # ----- pay once --------------------------------------------------------------------------
-
-    def get_or_compute(
-        self,
-        key: Any,
-        fn: Callable[..., Any],
-        /,
-        *args: Any,
-        lease: float = 60.0,
-        timeout: float | None = None,
-        expire: float | None = None,
-        tag: _Tag = None,
-        namespace: str = "default",
-        if_computing: Literal["wait", "skip"] = "wait",
-        outcome: bool = False,
-        pass_claim: bool = False,
-        **kwargs: Any,
-    ) -> Any:
-        """The value of ``key``, computed by ``fn(*args, **kwargs)`` once across threads,
-        loops, processes and machines: :func:`diskcache_oxide.get_or_compute` on this cache
-        (:meth:`Cache.get_or_compute`'s parameters; claims are RedisClaims, D-058)."""
-        from ..claims import get_or_compute
-
-        return get_or_compute(  # type: ignore[call-overload]
-            self,
-            key,
-            fn,
-            *args,
-            lease=lease,
-            timeout=timeout,
-            expire=expire,
-            tag=tag,
-            namespace=namespace,
-            if_computing=if_computing,
-            outcome=outcome,
-            pass_claim=pass_claim,
-            **kwargs,
-        )
-
-
-def _split_url(url: str) -> tuple[str, bool]:
-    """``url`` without the cache's own query settings (``cluster``, ``namespace``), and
-    whether it asks for a cluster (``?cluster=1``, ``true`` or ``yes``). The rest of the URL
-    is kept as written: ``unix:///path/to.sock`` stays so (``urlunsplit`` would write a URL
-    with no host part as ``unix:/path/to.sock``, which redis-py refuses). The sync and the
-    asyncio client are both opened from what this returns."""
-    from urllib.parse import parse_qsl, urlencode, urlsplit
-
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query)
-    cluster = any(
-        name == "cluster" and value.lower() in ("1", "true", "yes") for name, value in query
-    )
-    kept = [(name, value) for name, value in query if name not in ("cluster", "namespace")]
-    # Only the query changes: cut it off the URL as given, then put the kept settings back.
-    head = url.split("#", 1)[0].split("?", 1)[0]
-    rebuilt = f"{head}?{urlencode(kept)}" if kept else head
-    return (f"{rebuilt}#{parts.fragment}" if parts.fragment else rebuilt), cluster
-
-
-def connect_timeout(timeout: float | None) -> float:
-    """The connect timeout of a client opened from a URL with socket timeout ``timeout``: that
-    timeout, but no more than ``CONNECT_TIMEOUT`` (10 s). A URL's own
-    ``socket_connect_timeout=`` wins."""
-    return CONNECT_TIMEOUT if timeout is None else min(timeout, CONNECT_TIMEOUT)
-
-
-def open_client(url: str, timeout: float = 60.0) -> Any:
-    """A redis-py client for ``url``; ``?cluster=1`` (or ``true``) opens a RedisCluster.
-    ``namespace=`` in the query is the cache's, not the client's, and is dropped here.
-
-    Connecting, the TLS handshake of ``rediss://`` included, waits at most
-    :func:`connect_timeout` (issue 29): a plain server given a TLS hello never answers, and
-    that is reported as a failed handshake, not as a stopped server after the socket timeout."""
-    url, cluster = _split_url(url)
-    if cluster:
-        return redis.cluster.RedisCluster.from_url(  # type: ignore[no-untyped-call]
-            url, socket_timeout=timeout, socket_connect_timeout=connect_timeout(timeout)
-        )
-    client = redis.Redis.from_url(
-        url, socket_timeout=timeout, socket_connect_timeout=connect_timeout(timeout)
-    )
-    pool = client.connection_pool
-    if pool.connection_class is redis.connection.SSLConnection:
-        # Before any connection is made: each is then made with the handshake bounded.
-        pool.connection_class = TLSConnection
-    return client

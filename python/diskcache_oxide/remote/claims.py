@@ -1,6 +1,6 @@
 """Claims and compute-once on Redis (issue 21, D-058, D-059): :class:`RedisClaims` implements
-the pay-once storage protocol (:class:`~diskcache_oxide._payonce.ClaimBackend` and
-:class:`~diskcache_oxide._payonce.ClaimRegistry`) on a :class:`RedisCache`'s client and
+the pay-once storage protocol (:class:`~diskcache_oxide._store.ClaimBackend` and
+:class:`~diskcache_oxide._store.ClaimRegistry`) on a :class:`RedisCache`'s client and
 namespace, so :class:`~diskcache_oxide.Claims`, ``get_or_compute``, ``compute_once`` and
 their asyncio forms run on Redis with the protocol, the heartbeat and the shielded turns of
 ``_payonce`` (D-052); Redis provides only the primitives.
@@ -25,14 +25,14 @@ from typing import Any
 
 from .._sentinels import ENOVAL
 from . import _ops
-from ._io import Command, Link, Op, Script
+from ._io import AsyncLink, Link
 from ._members import claims_id
 from ._ops import Namespace
 from ._policy import check_eviction
+from ._requests import Command, Op, Script
 from ._scripts import CLAIM_SCRIPTS, SCRIPTS
-from .cache import RedisCache
 
-__all__ = ["LINKED", "RedisClaims"]
+__all__ = ["LINKED", "AsyncRedisClaims", "RedisClaims"]
 
 _Record = tuple[str, str, int, float, float]
 
@@ -173,7 +173,9 @@ class RedisClaims:
 
     __slots__ = ("_link", "cache")
 
-    def __init__(self, cache: RedisCache, *, strict: bool = False) -> None:
+    def __init__(self, cache: Any, *, strict: bool = False) -> None:
+        # Any, not RedisCache: the cache's module reaches this one through its store
+        # (remote/store.py), so importing it here would close a cycle (tests/api/test_layers.py).
         # The policy is read once per server and process (remote._policy), so the Claims a
         # get_or_compute opens per call cost no round trip for it.
         check_eviction(cache, "claims", strict=strict)
@@ -215,3 +217,49 @@ class RedisClaims:
 
     def claims(self, namespace: str) -> list[tuple[Any, _Record]]:
         return self._link.run(claims(self.cache, namespace))
+
+
+class AsyncRedisClaims:
+    """The claims and values of one namespace as awaitables
+    (:class:`~diskcache_oxide._store.AsyncClaimBackend`): the operations above, awaited on
+    redis-py's asyncio client, so that the asyncio pay-once driver holds no thread on Redis.
+
+    :param ns: what the operations read of the namespace (a ``RedisCache`` or an
+        ``AsyncRedisCache``: its key prefix and settings)
+    :param link: the asyncio client's link, made with the claims' scripts (:data:`LINKED`)
+    """
+
+    __slots__ = ("_link", "_ns")
+
+    def __init__(self, ns: Namespace, link: AsyncLink) -> None:
+        self._ns = ns
+        self._link = link
+
+    def __repr__(self) -> str:
+        return f"AsyncRedisClaims(namespace={self._ns._namespace!r})"
+
+    async def get(self, key: Any) -> Any:
+        return await self._link.run(get(self._ns, key))
+
+    async def store(self, key: Any, value: Any, expire: float | None, tag: Any) -> None:
+        await self._link.run(store(self._ns, key, value, expire, tag))
+
+    async def try_acquire(
+        self, namespace: str, key: Any, lease: float, token: str, host: str, pid: int
+    ) -> bool:
+        return await self._link.run(try_acquire(self._ns, namespace, key, lease, token, host, pid))
+
+    async def extend(self, namespace: str, key: Any, token: str, lease: float) -> bool:
+        return await self._link.run(extend(self._ns, namespace, key, token, lease))
+
+    async def release(self, namespace: str, key: Any, token: str) -> bool:
+        return await self._link.run(release(self._ns, namespace, key, token))
+
+    async def wait_for_change(self, namespace: str, key: Any, seconds: float, value: bool) -> bool:
+        return await self._link.run(wait_for_change(self._ns, namespace, key, seconds, value))
+
+    async def holder(self, namespace: str, key: Any) -> _Record | None:
+        return await self._link.run(holder(self._ns, namespace, key))
+
+    async def claims(self, namespace: str) -> list[tuple[Any, _Record]]:
+        return await self._link.run(claims(self._ns, namespace))

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from .. import _core
 from .._store import _error_text, _optional_seconds, _seconds
 from . import _inspect
-from ._io import AsyncLink, Command, Link, Op, Request, Script
+from ._io import AsyncLink, Link
 from ._job_ops import (
     _STATES,
     Taken,
@@ -60,6 +60,7 @@ from ._job_ops import _call as _call
 from ._job_ops import _member as _member
 from ._job_scripts import JOB_SCRIPTS
 from ._policy import check_eviction
+from ._requests import Command, Op, Request, Script
 
 if TYPE_CHECKING:
     import sys
@@ -703,6 +704,10 @@ class AsyncRedisJobs:
             # The loop keeps only a weak reference to a task: hold it until it is done.
             _BACKGROUND.add(task)
             task.add_done_callback(_BACKGROUND.discard)
+
+    def owns(self, job: Any) -> bool:
+        """Whether ``job`` is a job of Redis (and so settled here, on the asyncio client)."""
+        return isinstance(job, RedisJob)
 
     async def finish(self, job: RedisJob) -> bool:
         """:meth:`RedisJob.finish`, awaited."""

@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar, cast, overload
 from urllib.parse import urlsplit
 
 from .._seconds import NONNEGATIVE, seconds
+from .._store import has_store, store_of
 from ..errors import UnsupportedTypeError
 from ..jobs import JobQueue
 from . import _registry
@@ -104,7 +105,7 @@ class Tasks:
         self._lock = threading.Lock()
         self._cache: Any = None
         self._pid = 0
-        self._jobs: JobQueue | None = None
+        self._jobs: JobQueue[Any] | None = None
         if not isinstance(cache_or_url, (str, os.PathLike)):
             self._cache = cache_or_url
             self._pickle = bool(getattr(cache_or_url, "pickle", pickle))
@@ -141,16 +142,15 @@ class Tasks:
             return self._cache
 
     @property
-    def jobs(self) -> JobQueue:
+    def jobs(self) -> JobQueue[Any]:
         """The JobQueue tasks are queued on (the default queue first)."""
         cache = self.cache
         with self._lock:
             if self._jobs is None:
-                if type(cache).__module__.startswith("diskcache_oxide.remote"):
-                    # Results and tick claims carry a TTL, jobs none: see remote._policy.
-                    from ..remote._policy import check_eviction
-
-                    check_eviction(cache, "tasks", strict=self._strict)
+                # Results and tick claims carry a TTL, jobs none: a store that may evict
+                # them says so (a Redis server, by its maxmemory-policy: remote._policy).
+                if has_store(cache):  # else JobQueue says what it takes
+                    store_of(cache).check_eviction("tasks", self._strict)
                 self._jobs = JobQueue(cache, self._queue, strict=self._strict)
             return self._jobs
 

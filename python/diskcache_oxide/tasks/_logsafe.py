@@ -16,7 +16,7 @@ from urllib.parse import unquote, unquote_plus, urlsplit
 
 from .._open import PASSWORD_MASK as MASK
 from .._open import is_password_pair, without_password
-from ..cli._output import shown
+from .._shown import shown
 
 __all__ = ["Redactor", "one_line", "secrets_of", "shown", "shown_url"]
 

@@ -36,9 +36,9 @@ import math
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ..cli._output import shown
+from .._shown import shown
 from ..errors import DecodeError
 from ._payload import make_call
 
@@ -216,7 +216,7 @@ class Scheduler:
     when no tick is new (arithmetic only); a new tick costs one ``add`` per worker, and its
     claimer a few more calls."""
 
-    def __init__(self, jobs: JobQueue, periodic: Sequence[Periodic]) -> None:
+    def __init__(self, jobs: JobQueue[Any], periodic: Sequence[Periodic]) -> None:
         self.jobs = jobs
         self.cache = jobs.cache
         self.periodic = periodic

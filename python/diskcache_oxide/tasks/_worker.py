@@ -86,7 +86,7 @@ class Worker:
 
     def __init__(
         self,
-        jobs: JobQueue,
+        jobs: JobQueue[Any],
         tasks: dict[str, Task[Any]],
         pool: Any,
         *,
@@ -644,7 +644,7 @@ def run_worker(
         _log.removeFilter(redactor)
 
 
-def _open(target: Any, pickle: bool, served: list[str]) -> tuple[Any, JobQueue] | int:
+def _open(target: Any, pickle: bool, served: list[str]) -> tuple[Any, JobQueue[Any]] | int:
     """The store and its JobQueue, once the store answers; or an exit code: 1 at once for a
     store that can never work as given (a URL that cannot be right, refused credentials: one
     line), 0 for a SIGTERM or SIGINT while waiting. A server that is down is tried again
