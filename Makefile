@@ -116,6 +116,7 @@ bench: build
 	$(BIN)/python benches/bench_mixed.py
 	$(BIN)/python benches/bench_threads.py
 	$(BIN)/python benches/bench_working_set.py
+	$(BIN)/python benches/bench_scale.py
 	$(BIN)/python benches/bench_claims.py
 	$(BIN)/python benches/bench_migrate.py
 	bash tests/helpers/setup_redis.sh

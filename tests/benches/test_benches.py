@@ -318,3 +318,29 @@ def test_the_tasks_benchmark_reports_each_row_beside_its_peers(
         assert row["ratio"] > 0, row
     assert rows["Tasks, directory"]["ratio"] == 1.0
     assert "enqueue-to-start median" in stdout
+
+
+def test_the_scale_benchmark_reports_each_key_set_and_process_count(tmp_path: Path) -> None:
+    # Tiny key sets and one process: the bench's shape, not its numbers (issue 32).
+    report, stdout = run_quick(
+        "bench_scale.py", tmp_path / "scale.json", "--keys", "500", "1000", "100", "--procs", "1"
+    )
+    rows = report["results"]
+    assert report["cpus"] >= 1 and "CPUs" in stdout
+    labels = [row["keys"] for row in rows]
+    assert labels[0] == "500 keys, uniform" and "1,000 keys, Zipf(1.1)" in labels
+    # The realistic key sets come first; the memo-friendly one is labelled and last.
+    assert [row["memo_friendly"] for row in rows][-1] and not rows[0]["memo_friendly"]
+    assert "(memo-friendly)" in stdout
+    assert stdout.index("500 keys, uniform") < stdout.index("100 keys, uniform")
+    ours = [row for row in rows if row["library"] == "oxide"]
+    assert {row["kind"] for row in ours} == {"Cache", "FanoutCache(8)"}
+    assert all(row["calls_per_s"] > 0 and not row["errors"] for row in rows), [
+        (row["library"], row["kind"], row["errors"]) for row in rows if row["errors"]
+    ]
+    for row in ours:
+        assert {"get", "set", "all"} <= set(row["stats"]), row["stats"]
+    drains = {row["drainer"]: row for row in report["drains"]}
+    assert drains["oxide pull"]["taken"] == drains["oxide pull"]["items"]
+    assert drains["oxide JobQueue"]["taken"] == drains["oxide JobQueue"]["items"]
+    assert "A drain of one queue" in stdout
