@@ -4,7 +4,7 @@ them out and change nothing on the server.
 The cache's own calls write as they read (``get`` counts a hit or a miss while statistics
 are on, a write first removes expired entries, listing the claims prunes the run-out ones),
 and a directory is looked at through a read-only handle, which Redis has not. So the
-operator's tools (``diskcache_oxide._admin_redis``, behind ``admin``, the CLI and the
+operator's tools (``remote/inspector.py``, behind ``admin``, the CLI and the
 dashboard) read through these operations instead: each yields plain read
 :class:`~._requests.Command` requests (``HMGET``, ``ZRANGEBYSCORE``, ``ZSCAN``, ``ZCARD``,
 ``ZCOUNT``, ``SMEMBERS``), marked idempotent, so a link repeats them after a connection
@@ -17,7 +17,7 @@ no ``SCAN``.
 They run on the cache's own link, sync (``cache._link.run(op)``) or asyncio (``await
 alink.run(op)``), like every operation of ``_ops``. This module is the one place outside the
 scripts that spells the namespace's keys for the tools; what the operations return is
-members, frames and numbers, which ``_admin_redis`` decodes.
+members, frames and numbers, which ``remote/inspector.py`` decodes.
 """
 
 from __future__ import annotations
