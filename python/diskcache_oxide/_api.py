@@ -445,6 +445,9 @@ class Face:
     :param typing: lines for the type checker at the module's top (a ``TypeVar``)
     :param awaited: on an async face, whether the member is ``async def`` (default: every
         one); a member that gives a context manager (``transact``) is a plain ``def``
+    :param folder: the package folder the module is written into: ``_faces`` for the faces
+        of the directory and of no backend, the backend's own folder for a backend's faces
+        (``remote``)
     :param refuses: whether the member only raises (a call the backend cannot hold): it is
         declared ``-> NoReturn``, so code typed for either backend's cache (``Cache |
         RedisCache``) reads as the call that does return
@@ -464,6 +467,7 @@ class Face:
     typing: tuple[str, ...] = ()
     awaited: Callable[[Call, Any], bool] = lambda _call, _entry: True
     refuses: Callable[[Call, Any], bool] = lambda _call, _entry: False
+    folder: str = "_faces"
 
 
 def _null_body(call: Call, miss: Miss, body: Body) -> list[str]:
@@ -616,7 +620,8 @@ FACES: tuple[Face, ...] = (
         typing=('T = TypeVar("T")',),
     ),
     Face(
-        module="remote",
+        module="_face",
+        folder="remote",
         mixin="RedisCacheCalls",
         summary=(
             "RedisCache's calls: each runs its operation (remote/_ops.py) on the blocking "
@@ -625,13 +630,14 @@ FACES: tuple[Face, ...] = (
         entry=_redis_entry,
         body=lambda call, remote, body: _redis_body(call, remote, body, "self._link.run"),
         lead=lambda call, remote: _redis_lead(call, remote, awaitable=False),
-        imports=("from ..remote import _ops",),
+        imports=("from . import _ops",),
         declares=("_link: Link",),
         base="Namespace",
         refuses=lambda _call, remote: remote.op is None,
     ),
     Face(
-        module="remote_aio",
+        module="_face_aio",
+        folder="remote",
         mixin="AsyncRedisCacheCalls",
         summary=(
             "AsyncRedisCache's awaitables: each runs the operation RedisCache runs "
@@ -643,7 +649,7 @@ FACES: tuple[Face, ...] = (
         lead=lambda call, remote: _redis_lead(call, remote, awaitable=True),
         renamed=lambda call, _remote: call.aio or call.name,
         is_async=True,
-        imports=("from ..remote import _ops",),
+        imports=("from . import _ops",),
         declares=("_alink: AsyncLink",),
         base="Namespace",
         # AsyncCache's awaitables are awaited; transact() gives a context manager on AsyncCache,

@@ -440,8 +440,18 @@ def _method(
     return lines
 
 
+def _path(face: Face) -> pathlib.Path:
+    """Where ``face``'s module is written: ``_faces/``, or its backend's folder."""
+    return PACKAGE / face.folder / f"{face.module}.py"
+
+
 def _package_init() -> str:
-    listed = "\n".join(f"* ``{face.module}``: ``{face.mixin}``" for face in FACES)
+    listed = "\n".join(
+        f"* ``{face.module}``: ``{face.mixin}``"
+        if face.folder == "_faces"
+        else f"* ``{face.folder}/{face.module}.py``: ``{face.mixin}`` (with its backend)"
+        for face in FACES
+    )
     return (
         '"""The faces\' methods, generated from the API table (diskcache_oxide._api, D-051).\n\n'
         f"{listed}\n\n"
@@ -454,7 +464,7 @@ def generated() -> dict[pathlib.Path, str]:
     """Every generated file and its text."""
     files = {TARGET / "__init__.py": _package_init()}
     for face in FACES:
-        files[TARGET / f"{face.module}.py"] = face_source(face)
+        files[_path(face)] = face_source(face)
     return files
 
 

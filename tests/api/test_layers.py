@@ -82,6 +82,8 @@ FACES = {
         "null",
         "persistent",
         "recipes",
+        "remote._face",
+        "remote._face_aio",
         "remote.aio",
         "remote.cache",
     )

@@ -51,8 +51,8 @@ def main() -> None:
     # The Redis faces generated from the API table (D-059) are the remote package's too.
     extras = {
         "diskcache_oxide.remote": "redis",
-        "diskcache_oxide._faces.remote": "redis",
-        "diskcache_oxide._faces.remote_aio": "redis",
+        "diskcache_oxide.remote._face": "redis",
+        "diskcache_oxide.remote._face_aio": "redis",
     }
     for module in pkgutil.walk_packages(
         diskcache_oxide.__path__, "diskcache_oxide.", onerror=lambda name: None

@@ -3,7 +3,7 @@ D-059).
 
 The calls are RedisCache's operations (``_ops``), awaited on ``redis.asyncio.Redis`` or
 ``redis.asyncio.cluster.RedisCluster`` instead of run on the blocking client: the methods are
-generated from the API table into ``_faces/remote_aio.py`` (``AsyncRedisCacheCalls``), with
+generated from the API table into ``remote/_face_aio.py`` (``AsyncRedisCacheCalls``), with
 AsyncCache's names (``getitem``, ``contains``, ``length``, ...), so code written against an
 :class:`~diskcache_oxide.aio.AsyncCache` runs unchanged. No call holds a thread: a blocked
 ``pull(timeout=)`` is an awaited ``BLPOP``.
@@ -22,13 +22,13 @@ from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from .._asyncio import _in_thread, _reshape
-from .._faces.remote_aio import AsyncRedisCacheCalls
 from .._store import has_store, store_of
 from ..aio.turns import AsyncPayOnceCalls
 from . import _ops
 from ._clients import _ASYNC_CLIENTS, open_async_client
 from ._clients import asyncio_client as asyncio_client
 from ._clients import blocking_client as blocking_client
+from ._face_aio import AsyncRedisCacheCalls
 from ._io import AsyncLink
 from ._ops import Namespace
 from ._requests import Op

@@ -3,7 +3,7 @@ Cluster server (issue 21, D-058, D-059).
 
 Each call is an operation of ``_ops`` (a generator of Lua scripts and commands, each script
 run atomically on the server, on the keys of one namespace only), run here on the blocking
-redis-py client; the methods are generated from the API table into ``_faces/remote.py``
+redis-py client; the methods are generated from the API table into ``remote/_face.py``
 (``RedisCacheCalls``). Values and keys are stored as the engine's frames
 (``_core.encode_value`` and ``encode_key``), the same bytes a directory holds, so nothing is
 pickled unless ``pickle=True``.
@@ -31,12 +31,12 @@ if TYPE_CHECKING:  # only for annotations: the package has no run-time dependenc
     else:
         from typing_extensions import Self
 
-from .._faces.remote import RedisCacheCalls
 from .._keying import Memoized, memoize_on
 from ..claims import PayOnceCalls
 from ..errors import UnsupportedError
 from . import _ops
 from ._clients import open_client
+from ._face import RedisCacheCalls
 from ._io import Link
 from ._ops import Namespace
 from ._scripts import SCRIPTS
@@ -72,7 +72,7 @@ class RedisCache(RedisCacheCalls, PayOnceCalls, Namespace):
         ``maxmemory``)
 
     Every call of Cache that Redis carries is generated from the API table
-    (``_faces/remote.py``): it runs its operation of ``remote/_ops.py`` on this client.
+    (``remote/_face.py``): it runs its operation of ``remote/_ops.py`` on this client.
     """
 
     def __init__(
