@@ -82,7 +82,10 @@ def _on_redis(cache: _Cache) -> bool:
     kind = type(cache)
     found = _NOT_TRANSACTIONAL.get(kind)
     if found is None:
-        found = _NOT_TRANSACTIONAL[kind] = not store_of(cache).transactional
+        # Anything without a store (python-diskcache's suite puts a mock in its place) is
+        # taken as a directory's cache, as the type test this replaces took it.
+        found = has_store(cache) and not store_of(cache).transactional
+        _NOT_TRANSACTIONAL[kind] = found
     return found
 
 
