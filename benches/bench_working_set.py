@@ -19,7 +19,10 @@ Issue 23's get rows, measured the same way for every store in one run:
   transaction per get (``with env.begin() as txn: txn.get(key)``), bytes out with nothing
   decoded; written with ``sync=False`` (no fsync). A floor, not a peer: ratio = our ``Cache``'s
   median / LMDB's, target at most 2x. py-lmdb is optional: where it is not installed its rows
-  are skipped, saying so.
+  are skipped, saying so;
+- routing: our ``FanoutCache``'s get beside our ``Cache``'s at each size, and on 256 hot keys
+  the memo holds (memo-friendly, labelled, last): what routing a key to its shard costs,
+  target at most 1.3x (issue 32).
 
 Each target is printed with ``met`` or ``MISSED`` after the tables and kept in the JSON
 (``"targets"``). benches/bench_cache.py leads with the same 100,000-key Cache get, beside
@@ -79,6 +82,8 @@ LIBRARIES = {"python-diskcache": diskcache, "oxide": diskcache_oxide}
 KINDS = ("Cache", f"FanoutCache(shards={SHARDS})")
 SPEEDUP_TARGET = 2.5  # python-diskcache's median / ours
 LMDB_TARGET = 2.0  # ours / LMDB's, at most
+ROUTING_TARGET = 1.3  # our FanoutCache's get median / our Cache's, at most (issue 32, point 4)
+HOT_KEYS = 256  # the memo-friendly routing row: gets of these keys only
 LMDB_MAP_SIZE = 4 << 30  # address space only: the file grows as it is written
 STATS = ("median_us", "p90_us", "p99_us")
 
@@ -164,9 +169,48 @@ def bench_lmdb(size: int, reads: list[str], n: int, warm: int) -> Any:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def checks(rows: list[dict[str, Any]], lmdb_rows: list[dict[str, Any]]) -> list[Check]:
+def bench_hot(kind: str, n: int, warm: int) -> Any:
+    """Our ``kind`` with ``HOT_KEYS`` entries, each get one of them (memo-friendly: after the
+    first reads the memo answers, so what is left is the call and, for FanoutCache, its
+    routing to a shard)."""
+    directory = tempfile.mkdtemp(prefix="bench-ws-hot-")
+    reads = [working_set_key(j % HOT_KEYS) for j in random.Random(5).sample(range(n + 1), n + 1)]
+
+    def build() -> tuple[Callable[[int], Any], Callable[[], None]]:
+        """Open and fill the cache; its get of read ``i``, and its close."""
+        cache = open_cache("oxide", kind, directory)
+        fill(cache, working_set_items(HOT_KEYS))
+        get = cache.get
+        return (lambda i: get(reads[i])), cache.close
+
+    try:
+        return measure(build, n, warm)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def routing_rows(rows: list[dict[str, Any]], n: int, warm: int) -> list[dict[str, Any]]:
+    """Our FanoutCache's get beside our Cache's: at each size (from ``rows``), then on
+    ``HOT_KEYS`` keys the memo holds (labelled memo-friendly, last)."""
+    out = []
+    for size in sorted({r["entries"] for r in rows}):
+        cache, fanout = (
+            next(r["oxide"] for r in rows if r["entries"] == size and r["kind"] == kind)
+            for kind in KINDS
+        )
+        out.append({"label": f"{size:,} entries", "Cache": cache, "FanoutCache": fanout})
+    hot = {"Cache": bench_hot("Cache", n, warm), "FanoutCache": bench_hot(KINDS[1], n, warm)}
+    out.append({"label": f"{HOT_KEYS} hot keys (memo-friendly)", **hot})
+    for r in out:
+        r["ratio"] = r["FanoutCache"]["median_us"] / r["Cache"]["median_us"]
+    return out
+
+
+def checks(
+    rows: list[dict[str, Any]], lmdb_rows: list[dict[str, Any]], routing: list[dict[str, Any]]
+) -> list[Check]:
     """At each size, each kind at least 2.5x python-diskcache's median; our Cache's median at
-    most 2x LMDB's."""
+    most 2x LMDB's; our FanoutCache's get at most 1.3x our Cache's."""
     out = [
         Check(
             f"{r['entries']:,} entries, {r['kind']}: vs python-diskcache",
@@ -181,12 +225,34 @@ def checks(rows: list[dict[str, Any]], lmdb_rows: list[dict[str, Any]]) -> list[
         )
         for r in lmdb_rows
     ]
+    out += [
+        Check(
+            f"{r['label']}: our FanoutCache / our Cache", r["ratio"], ROUTING_TARGET, at_most=True
+        )
+        for r in routing
+    ]
     return out
 
 
 def cells(stats: dict[str, Any]) -> str:
     """Median, p90 and p99 in microseconds."""
     return "".join(f"{stats[s]:>8.1f}" for s in STATS)
+
+
+def print_routing(routing: list[dict[str, Any]]) -> None:
+    """Our FanoutCache's get beside our Cache's (the cost of routing a key to its shard)."""
+    stat_head = f"{'median':>8}{'p90':>8}{'p99':>8}"
+    print("Routing: our FanoutCache's get beside our Cache's (us per call)")
+    print(f"{'':<34}{'Cache':>24}{f'FanoutCache({SHARDS})':>24}")
+    head = f"{'':<34}{stat_head}{stat_head}{'fanout / cache':>16}"
+    print(head)
+    print("-" * len(head))
+    for r in routing:
+        print(
+            f"{r['label']:<34}{cells(r['Cache'])}{cells(r['FanoutCache'])}"
+            f"{ratio_text(r['ratio']):>16}"
+        )
+    print()
 
 
 def print_tables(rows: list[dict[str, Any]], lmdb_rows: list[dict[str, Any]], skip: str) -> None:
@@ -279,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
             lmdb_rows.append({"entries": size, "lmdb": floor, "oxide": ours, "ratio": ratio})
             print(f"  {size:,} LMDB: {floor['median_us']:.1f} us", file=sys.stderr)
     print_tables(rows, lmdb_rows, skip)
+    routing = routing_rows(rows, n, warm)
+    print_routing(routing)
     print(
         "dc / ours: python-diskcache's median / ours, each kind against its own (higher is"
         " better for oxide)."
@@ -287,11 +355,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     targets = print_targets(
         f"Targets (issue 23), {n:,} gets per row" + (" (LMDB's skipped):" if skip else ":"),
-        checks(rows, lmdb_rows),
+        checks(rows, lmdb_rows, routing),
     )
     missed = [
         f"{r['entries']:,} {kind}" for r in rows for kind in LIBRARIES if not r[kind]["hit"]
     ] + [f"{r['entries']:,} LMDB" for r in lmdb_rows if not r["lmdb"]["hit"]]
+    missed += [
+        f"{r['label']} {k}" for r in routing for k in ("Cache", "FanoutCache") if not r[k]["hit"]
+    ]
     elapsed = time.perf_counter() - started
     print((f"GETS THAT MISSED: {', '.join(missed)}  " if missed else "") + f"({elapsed:.0f} s)")
     report = {
@@ -307,6 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         "skipped": {"lmdb": skip} if skip else {},
         "results": rows,
         "lmdb": lmdb_rows,
+        "routing": routing,
         "targets": targets,
     }
     write_json(args.json, report)

@@ -168,6 +168,26 @@ class Miss:
 #: A FanoutCache call forwarded to the shard of ``key`` without catching anything.
 ROUTED = Miss("routed to the shard of ``key``")
 
+#: The FanoutCache calls the binding's ``FanoutCore`` routes in Rust (D-069), with the misses
+#: their ``fanout`` entries declare (tests/api/test_fanout_core.py holds it to them); the other
+#: calls with a ``fanout`` entry are generated into ``_faces/fanout.py``.
+FANOUT_CORE = frozenset(
+    {
+        "set",
+        "__setitem__",
+        "add",
+        "touch",
+        "incr",
+        "decr",
+        "get",
+        "__getitem__",
+        "__contains__",
+        "pop",
+        "__delitem__",
+        "delete",
+    }
+)
+
 
 @dataclass(frozen=True)
 class Remote:
@@ -204,8 +224,9 @@ class Call:
     :param durable: what a durable handle returns after logging an operational error (None:
         the call is not guarded: it raises as on any handle)
     :param fanout: a FanoutCache call forwarded to the shard of ``key``: what it returns when
-        the shard stays locked (:data:`ROUTED`: nothing is caught); None: FanoutCache writes
-        the member out itself, or has none
+        the shard stays locked (:data:`ROUTED`: nothing is caught); routed in Rust by the
+        binding's ``FanoutCore`` for the calls in :data:`FANOUT_CORE`, generated otherwise;
+        None: FanoutCache writes the member out itself, or has none
     :param aio: AsyncCache's name for the awaitable, which runs the call in the cache's
         executor; None: AsyncCache writes the member out itself, or has none
     :param spelled: how a log line names the call (``[]`` for ``__getitem__``)
@@ -595,13 +616,16 @@ FACES: tuple[Face, ...] = (
         module="fanout",
         mixin="FanoutCacheCalls",
         summary=(
-            "FanoutCache's calls routed to the shard of their ``key``: Cache's call on that "
-            "shard, and its miss when the shard stays locked."
+            "FanoutCache's calls routed to the shard of their ``key`` in Python: Cache's call "
+            "on that shard. The calls on one key that need speed are routed in Rust, by the "
+            "binding's ``FanoutCore`` (D-069)."
         ),
-        entry=lambda call: call.fanout,
+        # The calls the binding's FanoutCore routes (D-069) are its own, not generated.
+        entry=lambda call: None if call.name in FANOUT_CORE else call.fanout,
         body=_fanout_body,
         lead=_fanout_lead,
-        imports=("from ..errors import Timeout",),
+        # Every generated fanout call is ROUTED (catches nothing): a call with another miss
+        # belongs in FANOUT_CORE, or needs ``from ..errors import Timeout`` here.
         declares=("def _shard(self, key: Any) -> Cache: ...",),
     ),
     Face(

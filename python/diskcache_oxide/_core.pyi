@@ -10,6 +10,7 @@ from typing_extensions import Self, disjoint_base
 __all__ = [
     "CacheCore",
     "ClaimsCore",
+    "FanoutCore",
     "Job",
     "JobInfo",
     "JobsCore",
@@ -350,6 +351,61 @@ class CacheCore:
     def _jobs(self) -> JobsCore: ...
     @property
     def _claims(self) -> ClaimsCore: ...
+
+@disjoint_base
+class FanoutCore:
+    """The Rust base of FanoutCache: the calls on one key, routed to the key's shard."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self: ...
+    @property
+    def _shards(self) -> Any: ...
+    @_shards.setter
+    def _shards(self, value: Any) -> None: ...
+    @_shards.deleter
+    def _shards(self) -> None: ...
+    def set(
+        self,
+        key: Any,
+        value: Any,
+        expire: float | None = None,
+        read: bool = False,
+        tag: _Tag = None,
+        retry: bool = False,
+    ) -> bool: ...
+    def __setitem__(self, key: Any, value: Any, /) -> None: ...
+    def add(
+        self,
+        key: Any,
+        value: Any,
+        expire: float | None = None,
+        read: bool = False,
+        tag: _Tag = None,
+        retry: bool = False,
+    ) -> bool: ...
+    def touch(self, key: Any, expire: float | None = None, retry: bool = False) -> bool: ...
+    def incr(self, key: Any, delta: Any = 1, default: Any = 0, retry: bool = False) -> Any: ...
+    def decr(self, key: Any, delta: Any = 1, default: Any = 0, retry: bool = False) -> Any: ...
+    def get(
+        self,
+        key: Any,
+        default: Any = None,
+        read: bool = False,
+        expire_time: bool = False,
+        tag: bool = False,
+        retry: bool = False,
+    ) -> Any: ...
+    def __getitem__(self, key: Any, /) -> Any: ...
+    def __contains__(self, key: object, /) -> bool: ...
+    def pop(
+        self,
+        key: Any,
+        default: Any = None,
+        expire_time: bool = False,
+        tag: bool = False,
+        retry: bool = False,
+    ) -> Any: ...
+    def __delitem__(self, key: Any, /) -> None: ...
+    def delete(self, key: Any, retry: bool = False) -> bool: ...
 
 def encode_value(value: Any, pickle: bool = False) -> bytes: ...
 def decode_value(data: bytes, pickle: bool = False) -> Any: ...

@@ -157,7 +157,7 @@ def _reopen(
     return fanout
 
 
-class FanoutCache(FanoutCacheCalls):
+class FanoutCache(_core.FanoutCore, FanoutCacheCalls):
     """A cache whose keys are spread over ``shards`` plain caches: python-diskcache's
     ``FanoutCache``.
 
@@ -183,7 +183,6 @@ class FanoutCache(FanoutCacheCalls):
     _count: int
     _timeout: float
     _options: dict[str, Any]
-    _shards: tuple[Cache, ...]
     _caches: dict[str, Cache]
     _deques: dict[str, Deque]
     _indexes: dict[str, Index]
@@ -266,7 +265,7 @@ class FanoutCache(FanoutCacheCalls):
         if name in QUEUE_CALLS:
             raise AttributeError(_NO_QUEUE.format(name=name), name=name, obj=self)
         if name in DEFAULT_SETTINGS or name in _HANDLE_OPTIONS:
-            shards = self.__dict__.get("_shards")
+            shards = self._shards
             if shards:
                 return getattr(shards[0], name)
         raise AttributeError(
@@ -274,14 +273,15 @@ class FanoutCache(FanoutCacheCalls):
         )
 
     def _shard(self, key: Any) -> Cache:
-        return self._shards[shard_hash(key) % self._count]
+        shard: Cache = self._shards[shard_hash(key) % self._count]
+        return shard
 
     # ------------------------------------------------------------------ single keys
-    # set, add, touch, incr, decr, get, pop, delete and the item protocols are generated from
-    # the API table (_api.CALLS) into _faces/fanout.py (FanoutCacheCalls): Cache's call on
-    # the shard of ``key``; a shard that stays
-    # locked gives the call's FanoutCache miss (False, None or the bare default) instead of
-    # raising Timeout, unless ``retry``.
+    # set, add, touch, incr, decr, get, pop, delete and the item protocols are the binding's
+    # (FanoutCore, D-069): Cache's call on the shard of ``key``, routed in Rust; a shard that
+    # stays locked gives the call's FanoutCache miss (the API table's ``fanout`` column: False,
+    # None or the bare default) instead of raising Timeout, unless ``retry``. get_or_compute is
+    # generated from the same table into _faces/fanout.py (FanoutCacheCalls), routed by _shard.
 
     def read(self, key: Any) -> Any:
         """A binary file opened on the value of ``key``.

@@ -196,6 +196,12 @@ def test_the_working_set_benchmark_reports_each_get_with_its_target(tmp_path: Pa
         for r in report["lmdb"]:
             assert r["lmdb"]["hit"] and r["ratio"] > 0, r
         expected |= {(f"{s:,} entries, Cache: ours / LMDB", 2.0, True) for s in sizes}
+    # Routing (issue 32): our FanoutCache's get beside our Cache's, per size and on hot keys.
+    labels = [f"{s:,} entries" for s in sizes] + ["256 hot keys (memo-friendly)"]
+    assert [r["label"] for r in report["routing"]] == labels
+    for r in report["routing"]:
+        assert r["Cache"]["hit"] and r["FanoutCache"]["hit"] and r["ratio"] > 0, r
+    expected |= {(f"{label}: our FanoutCache / our Cache", 1.3, True) for label in labels}
     assert {(t["label"], t["bound"], t["at_most"]) for t in report["targets"]} == expected
     assert_verdicts(report["targets"], stdout[stdout.index("Targets (issue 23)") :])
 

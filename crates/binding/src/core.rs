@@ -14,6 +14,7 @@
 //! | module     | what it holds                                                              |
 //! |------------|----------------------------------------------------------------------------|
 //! | `lib`      | the `_core` module: its classes and functions                              |
+//! | `fanout`   | `FanoutCore`: FanoutCache's calls on one key, routed to the key's shard    |
 //! | `core`     | `CacheCore` and its methods                                                |
 //! | `cache`    | the cache operations (get, set, add, incr, pop, bulk calls, import)        |
 //! | `queue`    | the queue operations (push, pull, peek), decided inside the transaction    |
@@ -280,7 +281,7 @@ impl CacheCore {
     /// durable handle that could not write). Culls first if the cache is over `size_limit`.
     #[pyo3(signature = (key, value, expire=ExpireArg(None), read=Flag(false), tag=None, retry=Flag(false)), text_signature = "(self, key, value, expire=None, read=False, tag=None, retry=False)")]
     #[allow(clippy::too_many_arguments)]
-    fn set(
+    pub(crate) fn set(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
@@ -304,7 +305,7 @@ impl CacheCore {
         Ok(true)
     }
 
-    fn __setitem__(
+    pub(crate) fn __setitem__(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
@@ -319,7 +320,7 @@ impl CacheCore {
     /// same key exactly one wins. Arguments as for `set`.
     #[pyo3(signature = (key, value, expire=ExpireArg(None), read=Flag(false), tag=None, retry=Flag(false)), text_signature = "(self, key, value, expire=None, read=False, tag=None, retry=False)")]
     #[allow(clippy::too_many_arguments)]
-    fn add(
+    pub(crate) fn add(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
@@ -340,7 +341,7 @@ impl CacheCore {
     /// Give an unexpired entry a new expiry (`expire` seconds from now; None: never). Returns
     /// whether the key was present.
     #[pyo3(signature = (key, expire=ExpireArg(None), retry=Flag(false)), text_signature = "(self, key, expire=None, retry=False)")]
-    fn touch(
+    pub(crate) fn touch(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
@@ -356,7 +357,7 @@ impl CacheCore {
     /// Add `delta` to the int stored under `key` atomically and return the new value. An absent
     /// or expired key starts at `default`; `default=None` raises KeyError for it instead.
     #[pyo3(signature = (key, delta=Num::Int(1), default=Num::Int(0), retry=Flag(false)), text_signature = "(self, key, delta=1, default=0, retry=False)")]
-    fn incr<'py>(
+    pub(crate) fn incr<'py>(
         &self,
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
@@ -371,7 +372,7 @@ impl CacheCore {
     /// Subtract `delta` from the int stored under `key` atomically and return the new value: the
     /// same as `incr(key, -delta, default)`.
     #[pyo3(signature = (key, delta=Num::Int(1), default=Num::Int(0), retry=Flag(false)), text_signature = "(self, key, delta=1, default=0, retry=False)")]
-    fn decr<'py>(
+    pub(crate) fn decr<'py>(
         &self,
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
@@ -397,7 +398,7 @@ impl CacheCore {
     /// the expiry (seconds since the epoch, or None) and the tag beside the value.
     #[pyo3(signature = (key, default=None, read=Flag(false), expire_time=Flag(false), tag=Flag(false), retry=Flag(false)), text_signature = "(self, key, default=None, read=False, expire_time=False, tag=False, retry=False)")]
     #[allow(clippy::too_many_arguments)]
-    fn get<'py>(
+    pub(crate) fn get<'py>(
         &self,
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
@@ -418,7 +419,7 @@ impl CacheCore {
         }
     }
 
-    fn __getitem__<'py>(
+    pub(crate) fn __getitem__<'py>(
         &self,
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
@@ -444,7 +445,7 @@ impl CacheCore {
         }
     }
 
-    fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+    pub(crate) fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         let h = self.h()?;
         let k = key_from_py(py, key, &h.ctx())?;
         let cache = &*h.cache;
@@ -472,7 +473,7 @@ impl CacheCore {
     /// Remove the entry under `key` and return its value, or `default` if it is absent or
     /// expired. `expire_time=True` and `tag=True` return them beside the value, as `get` does.
     #[pyo3(signature = (key, default=None, expire_time=Flag(false), tag=Flag(false), retry=Flag(false)), text_signature = "(self, key, default=None, expire_time=False, tag=False, retry=False)")]
-    fn pop<'py>(
+    pub(crate) fn pop<'py>(
         &self,
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
@@ -485,7 +486,7 @@ impl CacheCore {
         self.h()?.pop(py, key, default, expire_time, tag, retry.0)
     }
 
-    fn __delitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
+    pub(crate) fn __delitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
         let h = self.h()?;
         let k = key_from_py(py, key, &h.ctx())?;
         let cache = &*h.cache;
@@ -498,7 +499,12 @@ impl CacheCore {
 
     /// Remove the entry under `key`; returns whether an unexpired entry was removed.
     #[pyo3(signature = (key, retry=Flag(false)), text_signature = "(self, key, retry=False)")]
-    fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>, retry: Flag) -> PyResult<bool> {
+    pub(crate) fn delete(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        retry: Flag,
+    ) -> PyResult<bool> {
         let h = self.h()?;
         let k = key_from_py(py, key, &h.ctx())?;
         let cache = &*h.cache;

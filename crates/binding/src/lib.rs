@@ -15,6 +15,7 @@ mod convert;
 mod core;
 mod decode;
 mod errors;
+mod fanout;
 mod handle;
 mod iter;
 mod job;
@@ -52,6 +53,7 @@ fn platform_backends(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>>
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<core::CacheCore>()?;
+    m.add_class::<fanout::FanoutCore>()?;
     m.add_class::<iter::KeyIterator>()?;
     m.add_class::<jobs::JobsCore>()?;
     m.add_class::<claims::ClaimsCore>()?;
