@@ -222,3 +222,16 @@ def test_a_key_the_shard_refuses_raises_the_shards_error(tmp_path: Path) -> None
             cache.set("k", object())
         with pytest.raises(TypeError, match="delta"):
             cache.incr("n", "1")
+
+
+def test_routing_holds_after_close_and_across_handles(tmp_path: Path) -> None:
+    # FanoutCore keeps the shard handles, not their connections: a call after close() reopens,
+    # and a second handle on the directory (another process's view) sees the same placement.
+    cache = dco.FanoutCache(tmp_path / "c", shards=3)
+    cache.set("a", 1)
+    cache.close()
+    assert cache.get("a") == 1 and cache.add("b", 2) is True
+    other = dco.FanoutCache(tmp_path / "c", shards=3)
+    assert other["b"] == 2 and other.pop("a") == 1 and "a" not in cache
+    other.close()
+    cache.close()
