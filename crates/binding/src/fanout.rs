@@ -258,21 +258,7 @@ impl FanoutCore {
         tag: Option<&Bound<'_, PyAny>>,
         retry: Flag,
     ) -> PyResult<bool> {
-        let result = match self.shard(py, key)? {
-            Shard::Direct(shard) => shard.get().set(py, key, value, expire, read, tag, retry),
-            Shard::Python(shard) => {
-                let args = (
-                    key,
-                    value,
-                    expire_object(py, &expire)?,
-                    read.0,
-                    object_or_none(py, tag),
-                    retry.0,
-                );
-                shard.call_method1("set", args).and_then(|r| r.is_truthy())
-            }
-        };
-        or_miss(py, result, || false)
+        self.store(py, "set", key, value, expire, read, tag, retry)
     }
 
     /// `Cache.__setitem__` on the shard that holds `key`.
@@ -302,21 +288,7 @@ impl FanoutCore {
         tag: Option<&Bound<'_, PyAny>>,
         retry: Flag,
     ) -> PyResult<bool> {
-        let result = match self.shard(py, key)? {
-            Shard::Direct(shard) => shard.get().add(py, key, value, expire, read, tag, retry),
-            Shard::Python(shard) => {
-                let args = (
-                    key,
-                    value,
-                    expire_object(py, &expire)?,
-                    read.0,
-                    object_or_none(py, tag),
-                    retry.0,
-                );
-                shard.call_method1("add", args).and_then(|r| r.is_truthy())
-            }
-        };
-        or_miss(py, result, || false)
+        self.store(py, "add", key, value, expire, read, tag, retry)
     }
 
     /// `Cache.touch` on the shard that holds `key`; False if that shard stays locked (without
@@ -478,6 +450,39 @@ impl FanoutCore {
 }
 
 impl FanoutCore {
+    /// `set` or `add` (`name`) on the shard that holds `key`; False if it stays locked.
+    #[allow(clippy::too_many_arguments)]
+    fn store(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        expire: ExpireArg,
+        read: Flag,
+        tag: Option<&Bound<'_, PyAny>>,
+        retry: Flag,
+    ) -> PyResult<bool> {
+        let result = match self.shard(py, key)? {
+            Shard::Direct(shard) if name == "set" => {
+                shard.get().set(py, key, value, expire, read, tag, retry)
+            }
+            Shard::Direct(shard) => shard.get().add(py, key, value, expire, read, tag, retry),
+            Shard::Python(shard) => {
+                let args = (
+                    key,
+                    value,
+                    expire_object(py, &expire)?,
+                    read.0,
+                    object_or_none(py, tag),
+                    retry.0,
+                );
+                shard.call_method1(name, args).and_then(|r| r.is_truthy())
+            }
+        };
+        or_miss(py, result, || false)
+    }
+
     /// `incr` or `decr` (`name`) on the shard that holds `key`; None if it stays locked.
     fn counter<'py>(
         &self,
