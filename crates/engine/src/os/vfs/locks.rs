@@ -16,11 +16,15 @@
 //! Everything is guarded by one spin lock, which the fork handlers hold across `fork()`; in a
 //! child the kernel holds none of the parent's locks, so the record of what is held is cleared.
 
+use super::handoff::{self, Bell};
 use crate::os::spin::SpinLocked;
 use rusqlite::ffi;
 use std::cell::Cell;
+use std::cell::RefCell;
 use std::ffi::{c_int, CStr, CString};
 use std::os::unix::ffi::OsStrExt;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Byte of the `-shm` file that SQLite's unix VFS locks for WAL index lock 0 (`UNIX_SHM_BASE`).
 const BASE: i64 = 120;
@@ -51,6 +55,20 @@ struct Node {
     /// What this process holds in the kernel, which may be more than the connections hold
     /// while a release is held back.
     kernel: [Held; NLOCK],
+    /// The write lock's bell (`handoff`), rung when this process lets the lock go; `None`
+    /// where the file is read-only to us or there are no futexes.
+    bell: Option<Arc<Bell>>,
+    /// Whether `fd` was opened for writing, so a bell may still be mapped once SQLite has
+    /// sized the file (a new database's WAL index is empty when the first connection joins).
+    writable: bool,
+}
+
+impl Node {
+    fn ensure_bell(&mut self) {
+        if self.bell.is_none() && self.writable {
+            self.bell = Bell::map(self.fd).map(Arc::new);
+        }
+    }
 }
 
 impl Node {
@@ -95,6 +113,12 @@ impl Node {
             // A downgrade or unlock does not fail on a valid descriptor; if it did, the kernel
             // still holds the stronger lock, which is what the record keeps.
             if system_lock(self.fd, kind, i, end - i) {
+                // The write lock is free for other processes now: wake one that waits for it.
+                if i == 0 && self.kernel[0] == Held::Write && kind != Held::Write {
+                    if let Some(bell) = &self.bell {
+                        bell.ring();
+                    }
+                }
                 self.kernel[i..end].fill(kind);
             }
             i = end;
@@ -124,6 +148,24 @@ static NODES: SpinLocked<Vec<Box<Node>>> = SpinLocked::new(Vec::new());
 thread_local! {
     /// This thread held a release back and has not yet settled it.
     static HELD_BACK: Cell<bool> = const { Cell::new(false) };
+    /// The bell and its ring count from this thread's last try for the write lock that was
+    /// refused, for the busy handler to sleep on (taken by `wait_for_write_lock`).
+    /// The bell is shared, so it stays mapped while this thread sleeps on it even if every
+    /// connection to the database closes meanwhile.
+    static REFUSED: RefCell<Option<(Arc<Bell>, u32)>> = const { RefCell::new(None) };
+}
+
+/// If this thread's last lock request was for the write lock and was refused, sleep until the
+/// holder lets it go (its process rings the bell) or `timeout` passes, and return true. False
+/// when there is no bell to sleep on; the caller then backs off as it would without one.
+///
+/// Called from the busy handler, right after the refusal.
+pub(crate) fn wait_for_write_lock(timeout: Duration) -> bool {
+    let Some((bell, rings)) = REFUSED.with(|r| r.borrow_mut().take()) else {
+        return false;
+    };
+    handoff::sleep(&bell, rings, timeout);
+    true
 }
 
 /// Held by the `pthread_atfork` prepare handler so the state is never copied mid-change.
@@ -142,6 +184,7 @@ pub(crate) fn after_fork_in_child() {
         node.kernel = [Held::None; NLOCK];
     }
     HELD_BACK.with(|h| h.set(false));
+    REFUSED.with(|r| r.borrow_mut().take());
     NODES.unlock();
 }
 
@@ -211,6 +254,12 @@ impl Conn {
     /// Join this database's node after SQLite mapped the WAL index for the connection.
     pub(super) fn attach(&mut self) -> c_int {
         if !self.node.is_null() {
+            let node_ptr = self.node;
+            NODES.with(|_| {
+                // SAFETY: attached nodes stay in the list while attached; the lock is held.
+                // Mapped again: the file may have the size for a bell now.
+                unsafe { &mut *node_ptr }.ensure_bell();
+            });
             return ffi::SQLITE_OK;
         }
         let Some(key) = file_key(&self.db_path) else {
@@ -229,6 +278,8 @@ impl Conn {
             };
             // SAFETY: a NUL-terminated path. Read-only when SQLite could only open it so.
             let mut fd = unsafe { libc::open(shm.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+            // Only a file we may write carries a bell (ringing writes the word).
+            let writable = fd >= 0;
             if fd < 0 {
                 fd = unsafe { libc::open(shm.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
             }
@@ -242,7 +293,10 @@ impl Conn {
                 shared: [0; NLOCK],
                 exclusive: [false; NLOCK],
                 kernel: [Held::None; NLOCK],
+                bell: None,
+                writable,
             });
+            node.ensure_bell();
             self.node = &mut *node;
             nodes.push(node);
             ffi::SQLITE_OK
@@ -275,6 +329,7 @@ impl Conn {
             node.files = node.files.saturating_sub(1);
             if node.files == 0 {
                 let fd = node.fd;
+                // Drops the node's bell (unmaps it) before its descriptor closes.
                 nodes.retain(|n| !std::ptr::eq(&**n, node_ptr));
                 // SAFETY: ours, and no connection of this process uses the file any more.
                 unsafe { libc::close(fd) };
@@ -326,6 +381,9 @@ impl Conn {
                 }
                 return ffi::SQLITE_OK;
             }
+            // A refusal is for the busy handler that follows it (SQLite ends the read
+            // transaction in between, which only releases), not for a later wait.
+            REFUSED.with(|r| r.borrow_mut().take());
             // Taking a lock: settle what was held back on other bytes first, so a release is
             // held back only until the connection's next request.
             node.settle(mask);
@@ -347,8 +405,18 @@ impl Conn {
                 self.shared |= mask;
                 return ffi::SQLITE_OK;
             }
+            // For the write lock, the bell's count before trying: a release after this changes
+            // it, so a refused writer that sleeps while it is unchanged cannot miss the ring.
+            let rings = node.bell.as_ref().filter(|_| first == 0).map(|b| b.rings());
+            let refused = || {
+                if let (Some(bell), Some(rings)) = (&node.bell, rings) {
+                    let bell = Arc::clone(bell);
+                    REFUSED.with(|r| *r.borrow_mut() = Some((bell, rings)));
+                }
+                ffi::SQLITE_BUSY
+            };
             if (first..first + n).any(|i| node.shared[i] > 0 || node.exclusive[i]) {
-                return ffi::SQLITE_BUSY;
+                return refused();
             }
             // An exclusive lock held back since its release is still ours: no other process
             // can have taken it in between.
@@ -357,7 +425,7 @@ impl Conn {
                 .any(|&k| k != Held::Write)
             {
                 if !system_lock(node.fd, Held::Write, first, n) {
-                    return ffi::SQLITE_BUSY;
+                    return refused();
                 }
                 node.kernel[first..first + n].fill(Held::Write);
             }

@@ -12,10 +12,12 @@
 //! own unix VFS, untouched: the on-disk format and the locking protocol are unchanged, and
 //! other programs with a stock SQLite share the directory as before.
 
+mod handoff;
 mod locks;
 
 pub(crate) use locks::{
     after_fork_in_child, after_fork_in_parent, before_fork, kernel_dropped_locks, settle,
+    wait_for_write_lock,
 };
 
 use rusqlite::ffi;
