@@ -55,12 +55,19 @@ def open(url_or_path: Any, **settings: Any) -> Any:
     return _redis_cache(url_or_path, settings)
 
 
-def open_directory(path: str | os.PathLike[str] | None, **settings: Any) -> Any:
+def open_directory(
+    path: str | os.PathLike[str] | None, *, opener: str = "Cache", **settings: Any
+) -> Any:
     """A cache directory's :class:`~diskcache_oxide.Cache` at ``path`` (None: a new temporary
     directory): for a feature given a path (``JobQueue(path)``, ``Deque(directory)``, the
-    operator's tools), which names no backend itself."""
+    operator's tools), which names no backend itself. ``opener`` (the class the caller called)
+    is named when ``path`` is refused, as a URL is (``_paths.directory_path``).
+    """
+    from ._paths import directory_path
     from .core import Cache
 
+    if path is not None:
+        directory_path(path, opener)
     return Cache(path, **settings)
 
 

@@ -38,6 +38,7 @@ from ._keying import args_to_key as args_to_key
 from ._keying import full_name as full_name
 from ._keying import keyed as keyed
 from ._keying import memoize_on as memoize_on
+from ._paths import directory_path
 from ._seconds import ANY, seconds
 
 # The sentinels live on the ground floor (_sentinels), where every backend and feature shares
@@ -180,21 +181,7 @@ class Cache(PayOnceCalls, _core.CacheCore):
             if read_only:
                 raise ValueError("read_only=True needs the directory of an existing cache")
             directory = tempfile.mkdtemp(prefix="diskcache-oxide-")
-        if (
-            not isinstance(directory, (str, bytes, os.PathLike))
-            and type(directory).__str__ is object.__str__
-            and type(directory).__repr__ is object.__repr__
-        ):
-            # python-diskcache takes str() of anything; an object whose str() is object's default
-            # repr would make a directory named "<... object at 0x...>" in the working
-            # directory (a RedisCache passed where a path belongs did).
-            raise TypeError(
-                f"directory must be a path (a str or os.PathLike), not {type(directory).__name__}; "
-                "a RedisCache or another cache object goes where a cache is taken "
-                "(JobQueue(cache), AsyncCache(cache), Deque.fromcache(cache)), and "
-                "diskcache_oxide.open() opens a path or a redis:// URL"
-            )
-        path = os.path.expandvars(os.path.expanduser(str(directory)))
+        path = directory_path(directory, type(self).__name__)
         self._open(
             path,
             seconds(timeout, "timeout", ANY),

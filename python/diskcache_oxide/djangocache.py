@@ -1,6 +1,7 @@
 """The Django cache backend :class:`DjangoCache`, over a :class:`~diskcache_oxide.FanoutCache`.
 
-Configure it as python-diskcache's ``diskcache.DjangoCache`` is configured::
+Configure it as python-diskcache's ``diskcache.DjangoCache`` is configured (a directory), or
+with a Redis URL as ``LOCATION`` to share one cache between machines::
 
     CACHES = {
         "default": {
@@ -10,6 +11,12 @@ Configure it as python-diskcache's ``diskcache.DjangoCache`` is configured::
             "SHARDS": 8,  # FanoutCache shards (default 8)
             "DATABASE_TIMEOUT": 0.010,  # seconds a call waits on a locked shard
             "OPTIONS": {"size_limit": 2**30},  # settings of the FanoutCache, and "pickle"
+        },
+        "shared": {
+            "BACKEND": "diskcache_oxide.DjangoCache",
+            # opened with diskcache_oxide.open(): a RedisCache in the namespace "app"
+            "LOCATION": "redis://127.0.0.1:6379/0?namespace=app",
+            "OPTIONS": {"timeout": 5.0},  # settings of the RedisCache
         },
     }
 
@@ -26,11 +33,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, TypeVar, cast
+from urllib.parse import unquote, urlsplit
 
 from ._keying import args_to_key, full_name
+from ._open import REDIS_SCHEMES, is_url, without_password
+from ._open import open as open_cache
 from ._sentinels import ENOVAL
 from .core import Cache
-from .errors import UnsupportedTypeError
+from .errors import UnsupportedError, UnsupportedTypeError
 from .fanout import FanoutCache
 from .persistent import Deque, Index
 
@@ -60,16 +70,20 @@ _ENTRY_LIMITS = {"MAX_ENTRIES": "size_limit", "CULL_FREQUENCY": "cull_limit"}
 
 
 class DjangoCache(BaseCache):  # type: ignore[misc]  # Django ships no type information
-    """A Django cache backend storing entries in a diskcache_oxide FanoutCache.
+    """A Django cache backend storing entries in a diskcache_oxide FanoutCache, or on Redis.
 
-    :param directory: the cache directory (Django's ``LOCATION``)
+    :param directory: Django's ``LOCATION``: the cache directory (a path or a ``file://``
+        URL), or a ``redis://``, ``rediss://`` or ``unix://`` URL, opened with
+        :func:`diskcache_oxide.open` (``?namespace=`` in its query names the namespace)
     :param params: the rest of the ``CACHES`` entry: ``TIMEOUT``, ``KEY_PREFIX``,
-        ``VERSION``, ``KEY_FUNCTION`` as for every Django backend; ``SHARDS`` (default 8)
-        and ``DATABASE_TIMEOUT`` (seconds a call waits on a locked shard, default 0.010)
-        for the FanoutCache; ``OPTIONS``, its settings (``size_limit``, ``cull_limit``,
-        ``eviction_policy``, ...) and ``pickle=True`` to store what the safe format cannot
-    :raises ImproperlyConfigured: for an option the FanoutCache does not take, naming what
-        to use instead
+        ``VERSION``, ``KEY_FUNCTION`` as for every Django backend; for a directory,
+        ``SHARDS`` (default 8) and ``DATABASE_TIMEOUT`` (seconds a call waits on a locked
+        shard, default 0.010) for the FanoutCache; ``OPTIONS``, the settings of the
+        FanoutCache (``size_limit``, ``cull_limit``, ``eviction_policy``, ...) or of the
+        RedisCache (``timeout``, ``namespace``, ...), and ``pickle=True`` to store what the
+        safe format cannot
+    :raises ImproperlyConfigured: for an option the cache does not take, naming what to use
+        instead
     """
 
     def __init__(self, directory: str, params: dict[str, Any]) -> None:
@@ -86,38 +100,101 @@ class DjangoCache(BaseCache):  # type: ignore[misc]  # Django ships no type info
                     f"cache by bytes, not entries; use {instead!r} instead (see "
                     "docs/guide-django.md)"
                 )
-        shards = params.get("SHARDS", 8)
-        timeout = params.get("DATABASE_TIMEOUT", 0.010)
-        try:
-            self._cache = FanoutCache(directory, shards, timeout, **options)
-        except (ValueError, TypeError) as error:
-            raise ImproperlyConfigured(f"DjangoCache ({directory}): {error}") from error
+        # Typed as the FanoutCache: a RedisCache takes the same calls with the same
+        # signatures (tests/redis holds its faces to Cache's), and the few it lacks raise.
+        self._cache: FanoutCache
+        if is_url(directory):
+            self._cache = cast(FanoutCache, self._open_remote(directory, params, options))
+        else:
+            if isinstance(directory, str) and directory[:7].lower() == "file://":
+                directory = unquote(urlsplit(directory).path)
+            shards = params.get("SHARDS", 8)
+            timeout = params.get("DATABASE_TIMEOUT", 0.010)
+            try:
+                self._cache = FanoutCache(directory, shards, timeout, **options)
+            except (ValueError, TypeError) as error:
+                raise ImproperlyConfigured(f"DjangoCache ({directory}): {error}") from error
         self._pickle = bool(options.get("pickle", False))
+        #: Where the entries are, as messages name it (a URL without its password).
+        self._where = without_password(directory) if is_url(directory) else str(directory)
+
+    @staticmethod
+    def _open_remote(url: str, params: dict[str, Any], options: dict[str, Any]) -> Any:
+        """The RedisCache at ``url``, its settings from ``OPTIONS``; the directory's own
+        parameters are refused, since a Redis namespace has no shards and no lock wait."""
+        shown = without_password(url)
+        for name in ("SHARDS", "DATABASE_TIMEOUT"):
+            if name in params:
+                raise ImproperlyConfigured(
+                    f"DjangoCache ({shown}): {name} configures a directory's FanoutCache, and "
+                    f"this LOCATION is a {'/'.join(REDIS_SCHEMES)} URL; remove it (a Redis "
+                    "namespace has no shards; OPTIONS' 'timeout' is how long a command waits "
+                    "for the server)"
+                )
+        try:
+            return open_cache(url, **options)
+        except (ValueError, TypeError, ImportError, UnsupportedError) as error:
+            raise ImproperlyConfigured(f"DjangoCache ({shown}): {error}") from error
 
     # ----- the handles behind it -------------------------------------------------------------
 
     @property
     def directory(self) -> str:
-        """The cache directory (Django's ``LOCATION``)."""
+        """The cache directory (Django's ``LOCATION``). A Redis ``LOCATION`` has none: the
+        attribute is then missing (AttributeError), as on a RedisCache."""
         return self._cache.directory
 
     @property
     def fanout(self) -> FanoutCache:
-        """The :class:`~diskcache_oxide.FanoutCache` this backend stores into."""
+        """The :class:`~diskcache_oxide.FanoutCache` this backend stores into.
+
+        :raises AttributeError: for a Redis ``LOCATION`` (see :attr:`store`)
+        """
+        if not isinstance(self._cache, FanoutCache):  # type: ignore[redundant-expr,unused-ignore]
+            raise AttributeError(
+                "this DjangoCache's LOCATION is a Redis URL: it has no FanoutCache; "
+                ".store is its RedisCache"
+            )
+        return self._cache
+
+    @property
+    def store(self) -> Any:
+        """The cache this backend stores into: a :class:`~diskcache_oxide.FanoutCache` for a
+        directory, a :class:`~diskcache_oxide.remote.RedisCache` for a Redis URL."""
+        return self._cache
+
+    def _fanout_for(self, what: str) -> FanoutCache:
+        """The FanoutCache, for a call only a directory has; on Redis, UnsupportedError
+        naming what to do instead."""
+        if not isinstance(self._cache, FanoutCache):  # type: ignore[redundant-expr,unused-ignore]
+            raise UnsupportedError(
+                f"{what} is a directory's (a sub-directory beside the shards); this "
+                f"DjangoCache's LOCATION is a Redis URL ({self._where}): open another "
+                "namespace with diskcache_oxide.open(url, namespace=...) instead"
+            )
         return self._cache
 
     def cache(self, name: str) -> Cache:
         """The plain :class:`~diskcache_oxide.Cache` called ``name``, beside the shards
-        (``<directory>/cache/<name>``); see :meth:`FanoutCache.cache`."""
-        return self._cache.cache(name)
+        (``<directory>/cache/<name>``); see :meth:`FanoutCache.cache`.
+
+        :raises UnsupportedError: for a Redis ``LOCATION``
+        """
+        return self._fanout_for("cache(name)").cache(name)
 
     def deque(self, name: str, maxlen: int | None = None) -> Deque:
-        """The :class:`~diskcache_oxide.Deque` called ``name`` (``<directory>/deque/<name>``)."""
-        return self._cache.deque(name, maxlen=maxlen)
+        """The :class:`~diskcache_oxide.Deque` called ``name`` (``<directory>/deque/<name>``).
+
+        :raises UnsupportedError: for a Redis ``LOCATION``
+        """
+        return self._fanout_for("deque(name)").deque(name, maxlen=maxlen)
 
     def index(self, name: str) -> Index:
-        """The :class:`~diskcache_oxide.Index` called ``name`` (``<directory>/index/<name>``)."""
-        return self._cache.index(name)
+        """The :class:`~diskcache_oxide.Index` called ``name`` (``<directory>/index/<name>``).
+
+        :raises UnsupportedError: for a Redis ``LOCATION``
+        """
+        return self._fanout_for("index(name)").index(name)
 
     # ----- timeouts and values ---------------------------------------------------------------
 
@@ -146,7 +223,7 @@ class DjangoCache(BaseCache):  # type: ignore[misc]  # Django ships no type info
                 raise
             raise UnsupportedTypeError(
                 f"{error}. With Django: add 'pickle': True to this cache's OPTIONS in CACHES "
-                f"(only if you trust every process that can write {self.directory}), or cache "
+                f"(only if you trust every process that can write {self._where}), or cache "
                 "plain data (dicts, lists, strings, numbers, dates) instead of the object"
             ) from error
 
@@ -378,12 +455,15 @@ class DjangoCache(BaseCache):  # type: ignore[misc]  # Django ships no type info
         return self._cache.stats(enable=enable, reset=reset)
 
     def create_tag_index(self) -> None:
-        """Index the shards by tag, so that :meth:`evict` is fast."""
-        self._cache.create_tag_index()
+        """Index the shards by tag, so that :meth:`evict` is fast. On Redis, where a tag's
+        entries are always indexed, this does nothing."""
+        if isinstance(self._cache, FanoutCache):  # type: ignore[redundant-expr,unused-ignore]
+            self._cache.create_tag_index()
 
     def drop_tag_index(self) -> None:
-        """Drop the shards' tag index."""
-        self._cache.drop_tag_index()
+        """Drop the shards' tag index (nothing on Redis, see :meth:`create_tag_index`)."""
+        if isinstance(self._cache, FanoutCache):  # type: ignore[redundant-expr,unused-ignore]
+            self._cache.drop_tag_index()
 
     def memoize(
         self,

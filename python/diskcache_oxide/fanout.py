@@ -21,6 +21,7 @@ from typing import Any, ParamSpec, TypeVar
 from . import _core
 from ._faces.fanout import FanoutCacheCalls
 from ._keying import Memoized, memoize_on
+from ._paths import directory_path
 from ._sentinels import ENOVAL
 from .core import DEFAULT_SETTINGS, Cache
 from .errors import Timeout
@@ -202,7 +203,7 @@ class FanoutCache(_core.FanoutCore, FanoutCacheCalls):
             )
         if directory is None:
             directory = tempfile.mkdtemp(prefix="diskcache-oxide-")
-        path = os.path.expandvars(os.path.expanduser(str(directory)))
+        path = directory_path(directory, type(self).__name__)
         options = {name: settings.pop(name) for name in _HANDLE_OPTIONS if name in settings}
         if not options.get("read_only") or "size_limit" in settings:
             # As python-diskcache: the whole cache's size limit, shared out over the shards.

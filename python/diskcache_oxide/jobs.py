@@ -124,7 +124,9 @@ class JobQueue(Generic[C]):
         if has_store(cache_or_directory):
             cache = cache_or_directory
         elif isinstance(cache_or_directory, (str, os.PathLike)):
-            cache = open_directory(os.fspath(cache_or_directory), eviction_policy="none")
+            cache = open_directory(
+                os.fspath(cache_or_directory), opener="JobQueue", eviction_policy="none"
+            )
         else:
             raise TypeError(
                 "cache_or_directory must be a Cache, a RedisCache or a directory path, "

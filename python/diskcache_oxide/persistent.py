@@ -165,7 +165,7 @@ class Deque(Sequence[Any]):
         maxlen: int | None = None,
     ) -> None:
         self._maxlen = _check_maxlen(maxlen)
-        self._cache = open_directory(directory, eviction_policy="none")
+        self._cache = open_directory(directory, opener=type(self).__name__, eviction_policy="none")
         self.extend(iterable)
 
     @classmethod
@@ -506,7 +506,7 @@ class Index(MutableMapping[Any, Any]):
             args = args[1:]
         elif args and args[0] is None:
             args = args[1:]
-        self._cache = open_directory(directory, eviction_policy="none")
+        self._cache = open_directory(directory, opener=type(self).__name__, eviction_policy="none")
         self.update(*args, **kwargs)
 
     @classmethod

@@ -41,6 +41,7 @@ GROUND = {
     f"{ROOT}._files",
     f"{ROOT}._hosts",
     f"{ROOT}._keying",
+    f"{ROOT}._paths",
     f"{ROOT}._seconds",
     f"{ROOT}._sentinels",
     f"{ROOT}._shown",

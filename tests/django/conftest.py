@@ -1,6 +1,10 @@
 """Runs the DjangoCache tests under a real Django: the settings module beside this file,
 ``django.setup()``, an in-memory database with the test app's table, and every cache
-cleared after each test. Skipped when Django is not installed."""
+cleared after each test. Skipped when Django is not installed.
+
+With ``DCO_DJANGO_BACKEND=redis`` the same tests run with every alias's ``LOCATION`` a Redis
+URL, on a server started here (and stopped at the session's end, by pid): ``make test`` runs
+the suite both ways."""
 
 from __future__ import annotations
 
@@ -11,6 +15,19 @@ from collections.abc import Iterator
 import pytest
 
 django = pytest.importorskip("django")
+
+BACKEND = os.environ.get("DCO_DJANGO_BACKEND", "directory")
+_server = None
+if BACKEND == "redis":
+    import redis_servers
+
+    _missing = redis_servers.redis_missing()
+    if _missing:
+        pytest.skip(_missing, allow_module_level=True)
+    _server = redis_servers.RedisServer(name="redis-django")
+    os.environ["DCO_DJANGO_REDIS_URL"] = _server.url
+elif BACKEND != "directory":
+    raise ValueError(f"DCO_DJANGO_BACKEND is 'directory' or 'redis', not {BACKEND!r}")
 
 os.environ["DJANGO_SETTINGS_MODULE"] = "settings"
 django.setup()
@@ -40,3 +57,5 @@ def _clear_caches() -> Iterator[None]:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     caches.close_all()
     shutil.rmtree(settings.CACHE_ROOT, ignore_errors=True)
+    if _server is not None:
+        _server.close()

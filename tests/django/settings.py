@@ -19,12 +19,26 @@ def custom_key_func(key: str, key_prefix: str, version: int) -> str:
     return "CUSTOM-" + "-".join([key_prefix, str(version), key])
 
 
+#: Set (by conftest.py, which starts the server) when the suite runs on Redis: each alias's
+#: LOCATION is then this URL with the directory's name as its namespace, as a user who moves
+#: the cache to Redis writes it. ``make test`` runs the suite on both.
+REDIS_URL = os.environ.get("DCO_DJANGO_REDIS_URL", "")
+
+
 def _backend(directory: str, **params: Any) -> dict[str, Any]:
-    return {
-        "BACKEND": "diskcache_oxide.DjangoCache",
-        "LOCATION": os.path.join(CACHE_ROOT, directory),
-        **params,
-    }
+    if REDIS_URL:
+        # A directory's own parameters: a Redis namespace has no shards, lock wait or size
+        # limit (DjangoCache refuses them there, saying so; test_django_extras checks it).
+        params.pop("SHARDS", None)
+        params.pop("DATABASE_TIMEOUT", None)
+        options = dict(params.pop("OPTIONS", {}))
+        options.pop("size_limit", None)
+        if options:
+            params["OPTIONS"] = options
+        location = f"{REDIS_URL}?namespace=django-{directory}"
+    else:
+        location = os.path.join(CACHE_ROOT, directory)
+    return {"BACKEND": "diskcache_oxide.DjangoCache", "LOCATION": location, **params}
 
 
 CACHES = {

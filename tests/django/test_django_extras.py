@@ -1,6 +1,13 @@
 """DjangoCache's asynchronous methods, python-diskcache's extras (read, tags and evict,
 expire, pop, stats, memoize, cache(), deque(), index()), its configuration (SHARDS,
-DATABASE_TIMEOUT, OPTIONS and the options it refuses) and its import without Django."""
+DATABASE_TIMEOUT, OPTIONS and the options it refuses, a Redis URL as LOCATION) and its import
+without Django.
+
+The suite runs on a directory and, with ``DCO_DJANGO_BACKEND=redis``, with every LOCATION a
+Redis URL (conftest.py). What only a directory has (sub-caches beside the shards, cull, the
+shard settings) is marked ``directory_only``: on Redis those tests run as strict xfails that
+must raise the clear error (UnsupportedError, or AttributeError for an attribute a Redis cache
+does not have), never a silent skip."""
 
 from __future__ import annotations
 
@@ -16,11 +23,21 @@ from typing import Any
 
 import diskcache_oxide as dco
 import pytest
+from diskcache_oxide.errors import UnsupportedError
 from django.core.cache import caches
 from django.core.cache.backends.base import BaseCache
 from django.core.exceptions import ImproperlyConfigured
 
 pytestmark = pytest.mark.oxide
+
+ON_REDIS = bool(os.environ.get("DCO_DJANGO_REDIS_URL"))
+
+directory_only = pytest.mark.xfail(
+    ON_REDIS,
+    reason="a directory's: a Redis LOCATION refuses it, saying what to do instead",
+    raises=(UnsupportedError, AttributeError),
+    strict=True,
+)
 
 
 @pytest.fixture
@@ -133,9 +150,13 @@ def test_stats_count_hits_and_misses(cache: Any) -> None:
     cache.stats(enable=False, reset=True)
 
 
-def test_cull_and_incr_with_a_default(cache: Any) -> None:
+def test_incr_with_a_default(cache: Any) -> None:
     assert cache.incr("new_counter", default=10) == 11
     assert cache.decr("other_counter", 2, default=0) == -2
+
+
+@directory_only
+def test_cull(cache: Any) -> None:
     assert cache.cull() >= 0
 
 
@@ -150,7 +171,7 @@ def test_memoize_caches_results_by_arguments(cache: Any) -> None:
     assert add(1, 2) == 3 and add(1, 2) == 3 and add(1, y=2) == 3
     assert calls == [(1, 2), (1, 2)]  # positional and keyword calls are different keys
     key = add.__cache_key__(1, 2)  # type: ignore[attr-defined]
-    assert key[0].endswith("add") and cache.fanout.get(cache.make_key(key)) == 3
+    assert key[0].endswith("add") and cache.store.get(cache.make_key(key)) == 3
     assert cache.evict("memo") == 2
     assert add(1, 2) == 3 and len(calls) == 3
 
@@ -188,6 +209,7 @@ def test_memoize_keys_are_versioned_and_raise_no_key_warnings(cache: Any) -> Non
     assert cache.make_key(("versioned", "with spaces in it", None), version=7).startswith(":7:")
 
 
+@directory_only
 def test_named_caches_deques_and_indexes(cache: Any) -> None:
     named = cache.cache("reports")
     named["total"] = 3
@@ -205,6 +227,7 @@ def test_named_caches_deques_and_indexes(cache: Any) -> None:
 # ----- configuration -------------------------------------------------------------------------
 
 
+@directory_only
 def test_shards_database_timeout_and_options_reach_the_fanout_cache() -> None:
     two = caches["two_shards"]
     assert two.fanout.shards == 2 and two.fanout.timeout == 0.5
@@ -212,6 +235,56 @@ def test_shards_database_timeout_and_options_reach_the_fanout_cache() -> None:
         assert json.load(marker)["shards"] == 2
     assert two.fanout.reset("size_limit") == 2**24 // 2  # the whole limit, over the shards
     assert caches["default"].fanout.shards == 8
+
+
+def test_the_store_is_the_fanout_cache_or_the_redis_cache(cache: Any) -> None:
+    if ON_REDIS:
+        from diskcache_oxide.remote import RedisCache
+
+        assert isinstance(cache.store, RedisCache)
+        assert cache._where.startswith("redis://") and "?namespace=django-shared" in cache._where
+        with pytest.raises(UnsupportedError, match="diskcache_oxide.open"):
+            cache.cache("x")
+        with pytest.raises(AttributeError, match=".store is its RedisCache"):
+            cache.fanout  # noqa: B018
+        # the entries are on the server: a second handle on the URL sees them
+        cache.set("seen", 1)
+        other = dco.DjangoCache(cache._where.replace("***", ""), {})
+        assert other.get("seen") == 1
+        other.close()
+    else:
+        assert cache.store is cache.fanout
+
+
+def test_a_redis_location_refuses_the_directory_s_parameters(redis_url: str) -> None:
+    for name, value in (("SHARDS", 4), ("DATABASE_TIMEOUT", 0.5)):
+        with pytest.raises(ImproperlyConfigured, match=f"{name} configures a directory"):
+            dco.DjangoCache(f"{redis_url}?namespace=refuse", {name: value})
+    with pytest.raises(ImproperlyConfigured, match="culling|size_limit|maxmemory"):
+        dco.DjangoCache(f"{redis_url}?namespace=refuse", {"OPTIONS": {"size_limit": 2**20}})
+
+
+def test_a_redis_location_stores_on_the_server_and_nothing_on_disk(
+    redis_url: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    location = f"{redis_url}?namespace=app"
+    backend = dco.DjangoCache(location, {"TIMEOUT": 60, "OPTIONS": {"timeout": 5.0}})
+    backend.set("k", {"v": 1})
+    assert backend.get("k") == {"v": 1}
+    assert asyncio.run(backend.aget("k")) == {"v": 1}
+    again = dco.open(location)
+    assert again.get(backend.make_key("k")) == {"v": 1}
+    again.close()
+    backend.close()
+    assert os.listdir(tmp_path) == []  # no "redis:" directory beside the app
+
+
+def test_a_file_url_location_is_a_directory(tmp_path: Any) -> None:
+    backend = dco.DjangoCache(f"file://{tmp_path / 'd'}", {})
+    backend.set("k", 1)
+    assert backend.directory == str(tmp_path / "d") and backend.get("k") == 1
+    backend.close()
 
 
 def test_django_s_entry_count_options_are_refused_with_what_to_use(tmp_path: Any) -> None:
