@@ -74,21 +74,27 @@ class Memoized(Protocol, Generic[P, R]):
     def __cache_key__(self, *args: P.args, **kwargs: P.kwargs) -> tuple[Any, ...]: ...
 
 
+_Call = Callable[[Callable[..., Any], tuple[Any, ...], tuple[Any, ...], dict[str, Any]], Any]
+
+
 def keyed(
     name: str | None,
     typed: bool,
     ignore: Collection[int | str],
-    call: Callable[[Callable[..., Any], tuple[Any, ...], tuple[Any, ...], dict[str, Any]], Any]
-    | None,
+    call: _Call | None,
     namer: Callable[[Callable[..., Any]], str] = full_name,
+    acall: _Call | None = None,
 ) -> Callable[[Callable[..., Any]], Any]:
     """The body of every keyed decorator (``memoize``, ``NullCache.memoize``,
     ``compute_once``, ``acompute_once``): a decorator whose wrapper keys each call as
     :func:`args_to_key` does, under ``name`` (default: ``namer(func)``), and returns
     ``call(func, key, args, kwargs)``: awaited if ``call`` is a coroutine function, so the
-    wrapper is one too. With ``call=None`` the wrapper only calls ``func`` (a cache that stores
-    nothing). The wrapper has ``__cache_key__(*args, **kwargs)`` and ``func``'s name and
-    docstring (``functools.wraps``)."""
+    wrapper is one too. Where ``func`` is a coroutine function and ``acall`` is given (the
+    decorators that store results), the wrapper is a coroutine function awaiting
+    ``acall(func, key, args, kwargs)`` instead, which awaits ``func``. With ``call=None`` the
+    wrapper only calls ``func`` (a cache that stores nothing), as a coroutine function when
+    ``func`` is one. The wrapper has ``__cache_key__(*args, **kwargs)`` and ``func``'s name
+    and docstring (``functools.wraps``)."""
 
     def decorator(func: Callable[..., Any]) -> Any:
         base = (namer(func),) if name is None else (name,)
@@ -97,10 +103,23 @@ def keyed(
             return args_to_key(base, args, kwargs, typed, ignore)
 
         wrapper: Callable[..., Any]
-        if call is None:
+        if call is None and inspect.iscoroutinefunction(func):
+
+            async def wrapper(*args: Any, **kwargs: Any) -> Any:
+                return await func(*args, **kwargs)
+
+        elif call is None:
 
             def wrapper(*args: Any, **kwargs: Any) -> Any:
                 return func(*args, **kwargs)
+
+        elif acall is not None and inspect.iscoroutinefunction(func):
+            store = acall
+
+            async def wrapper(*args: Any, **kwargs: Any) -> Any:
+                return await store(
+                    func, args_to_key(base, args, kwargs, typed, ignore), args, kwargs
+                )
 
         elif inspect.iscoroutinefunction(call):
 
@@ -130,7 +149,9 @@ def memoize_on(
     ignore: Collection[int | str],
 ) -> Callable[[Callable[P, R]], Memoized[P, R]]:
     """The memoizing decorator of :meth:`Cache.memoize`, over anything with python-diskcache's
-    ``get``/``set`` (a Cache or a FanoutCache)."""
+    ``get``/``set`` (a Cache, a FanoutCache, a RedisCache). On a coroutine function the
+    wrapper is one too: it awaits the function and runs the cache's calls in a worker thread
+    (:func:`off_the_loop`), so the event loop never waits on disk or network."""
     if callable(name):
         raise TypeError("name cannot be callable")
     seconds(expire, "expire", _EXPIRE)
@@ -148,4 +169,28 @@ def memoize_on(
                 cache.set(key, result, expire, tag=tag, retry=True)
         return result
 
-    return cast(Callable[[Callable[P, R]], Memoized[P, R]], keyed(name, typed, ignore, memoized))
+    async def amemoized(
+        func: Callable[..., Any],
+        key: tuple[Any, ...],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        result = await off_the_loop(cache.get, key, default=ENOVAL, retry=True)
+        if result is ENOVAL:
+            result = await func(*args, **kwargs)
+            if expire is None or expire > 0:
+                await off_the_loop(cache.set, key, result, expire, tag=tag, retry=True)
+        return result
+
+    decorator = keyed(name, typed, ignore, memoized, acall=amemoized)
+    return cast(Callable[[Callable[P, R]], Memoized[P, R]], decorator)
+
+
+async def off_the_loop(call: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """``call(*args, **kwargs)`` in the event loop's default executor, with the caller's
+    context variables (``asyncio.to_thread``): how an async memoized function reaches its
+    cache. asyncio is imported here, on first use, so that importing the package does not
+    import it."""
+    import asyncio
+
+    return await asyncio.to_thread(call, *args, **kwargs)

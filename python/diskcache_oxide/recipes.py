@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Collection
 from typing import Any, ParamSpec, TypeVar, cast
 
-from ._keying import Memoized, full_name, keyed
+from ._keying import Memoized, full_name, keyed, off_the_loop
 from ._seconds import Rule, seconds
 from ._sentinels import ENOVAL
 from .core import Cache
@@ -466,7 +466,9 @@ def memoize_stampede(
     and the longer the function took, to recompute it in a background thread while every
     caller keeps getting the cached result (Vattani, Chierichetti and Lowenstein, "Optimal
     Probabilistic Cache Stampede Prevention", VLDB 2015). ``beta`` above 1 recomputes
-    earlier. Keys and parameters as :meth:`Cache.memoize`.
+    earlier. Keys and parameters as :meth:`Cache.memoize`. On a coroutine function the
+    wrapper is one too: the cache's calls run in a worker thread, and an early recomputation
+    is a task on the caller's event loop.
 
     :raises TypeError: if used without parentheses
     """
@@ -507,4 +509,49 @@ def memoize_stampede(
             threading.Thread(target=recompute, daemon=True).start()
         return result
 
-    return cast(Callable[[Callable[P, R]], Memoized[P, R]], keyed(name, typed, ignore, early))
+    async def atimed(
+        func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[Any, float]:
+        start = time.time()
+        result = await func(*args, **kwargs)
+        return result, time.time() - start
+
+    async def aearly(
+        func: Callable[..., Any],
+        key: tuple[Any, ...],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        got = await off_the_loop(cache.get, key, default=ENOVAL, expire_time=True, retry=True)
+        pair, expire_time = got
+        if pair is ENOVAL:
+            result, delta = await atimed(func, args, kwargs)
+            await off_the_loop(cache.set, key, (result, delta), expire=expire, tag=tag, retry=True)
+            return result
+        result, delta = pair
+        if expire_time is None:
+            return result
+        ttl = expire_time - time.time()
+        if -delta * beta * math.log(random.random()) < ttl:
+            return result
+        marker = (_RECOMPUTING, key)
+        if await off_the_loop(cache.add, marker, None, expire=max(delta, 0.001), retry=True):
+
+            async def recompute() -> None:
+                fresh = await atimed(func, args, kwargs)
+                await off_the_loop(cache.set, key, fresh, expire=expire, tag=tag, retry=True)
+
+            import asyncio  # here, so that importing the package does not import asyncio
+
+            # The loop keeps only a weak reference to a task: hold it until it is done.
+            task = asyncio.get_running_loop().create_task(recompute())
+            _RECOMPUTATIONS.add(task)
+            task.add_done_callback(_RECOMPUTATIONS.discard)
+        return result
+
+    decorator = keyed(name, typed, ignore, early, acall=aearly)
+    return cast(Callable[[Callable[P, R]], Memoized[P, R]], decorator)
+
+
+#: The early recomputations of async functions still running (see ``aearly``).
+_RECOMPUTATIONS: set[Any] = set()
