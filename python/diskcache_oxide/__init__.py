@@ -6,7 +6,7 @@ stored in a language-neutral format instead of pickles (``pickle=True`` opts bac
 that survive a worker's crash.
 """
 
-from __future__ import annotations
+from typing import TYPE_CHECKING
 
 from ._core import __version__
 from ._open import open as open  # not in __all__: a star import keeps the builtin
@@ -56,17 +56,40 @@ from .recipes import (
     throttle,
 )
 from .registry import register_type, registered_types, unregister_type
-from .tasks import (
-    PeriodicTask,
-    ResultTimeout,
-    Task,
-    TaskCancelled,
-    TaskError,
-    TaskFailed,
-    TaskResult,
-    Tasks,
-    TaskTimeout,
-)
+
+if TYPE_CHECKING:
+    from .tasks import (
+        PeriodicTask,
+        ResultTimeout,
+        Task,
+        TaskCancelled,
+        TaskError,
+        TaskFailed,
+        TaskResult,
+        Tasks,
+        TaskTimeout,
+    )
+
+#: Names whose module is imported on first use (PEP 562): the tasks are a feature a cache user
+#: may never call, and importing them (asyncio among their imports) was a fifth of the
+#: package's import time (issue 33). Not ``migrate``: the function shares its name with its
+#: module, and a later import of the module would replace the package's attribute with it.
+_LAZY = {
+    **dict.fromkeys(
+        (
+            "PeriodicTask",
+            "ResultTimeout",
+            "Task",
+            "TaskCancelled",
+            "TaskError",
+            "TaskFailed",
+            "TaskResult",
+            "Tasks",
+            "TaskTimeout",
+        ),
+        "tasks",
+    ),
+}
 
 __all__ = [
     "DEFAULT_SETTINGS",
@@ -138,6 +161,13 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is not None:
+        import importlib
+
+        value = getattr(importlib.import_module(f".{module}", __name__), name)
+        globals()[name] = value  # found directly from now on
+        return value
     # DjangoCache is imported on first use, so that Django is not needed to import the
     # package (python-diskcache exposes its backend as diskcache.DjangoCache too).
     if name == "DjangoCache":
@@ -150,3 +180,8 @@ def __getattr__(name: str) -> object:
             ) from djangocache.DJANGO_MISSING
         return djangocache.DjangoCache
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # What the package exports, not the submodules and helpers its imports bind.
+    return sorted({*__all__, "DjangoCache", "open", "__version__"})
