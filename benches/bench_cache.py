@@ -1,11 +1,20 @@
-"""Side-by-side latency benchmark: diskcache_oxide vs python-diskcache 5.6.3 and diskcache-rs.
+"""Side-by-side latency benchmark: diskcache_oxide vs python-diskcache 5.6.3, diskcache-community
+5.8.1 (plain, and with ``SafeDisk``) and diskcache-rs.
 
-All three run in this one process, on this machine, each in its own fresh temporary
+All of them run in this one process, on this machine, each in its own fresh temporary
 directory with default settings. Every operation is timed on its own with
 ``time.perf_counter_ns`` after a warm-up, with the garbage collector off while timing.
 The table shows median and p99 latency per operation in microseconds, the ratio
 diskcache / oxide of the medians (higher is better for oxide) beside its target, and the
 ratio diskcache-rs / oxide (no target: the targets are against python-diskcache).
+
+A second table puts the same rows beside diskcache-community (PyPI ``diskcache-community``,
+python-diskcache's maintained fork), run in the same run: its ``Cache`` plain
+("diskcache-community") and with ``disk=SafeDisk``, its restricted unpickling and fix for
+CVE-2025-69872 ("community+SafeDisk"), each with its median and p99 and the ratio of its median
+over oxide's (higher is better for oxide; no target). diskcache-community is optional: if it
+does not import, its columns are skipped and the run says so. A community row whose result
+differs from python-diskcache's is shown as "n/a", as for diskcache-rs.
 
 The headline get row reads a cache pre-filled with 100,000 keys (int, str and dict values in
 turn) in random order, each timed read a key not read before, so diskcache_oxide's memo of
@@ -28,7 +37,7 @@ Cache and FanoutCache) is benches/bench_mixed.py; threads sharing one handle,
 benches/bench_threads.py; the headline get at 100,000 and 1,000,000 entries, for FanoutCache
 too and beside LMDB, benches/bench_working_set.py.
 
-    python benches/bench_cache.py            # full run (about half a minute on 2 cores)
+    python benches/bench_cache.py            # full run (about a minute on 2 cores)
     python benches/bench_cache.py --quick    # fewer iterations, for a smoke test
 
 Results are also written as JSON to benches/results/latest.json (or --json PATH).
@@ -69,6 +78,7 @@ except ImportError:  # pragma: no cover - explained to the user
     sys.exit("diskcache_oxide is not importable: run `make bench` (it builds it first)")
 
 diskcache_rs = optional_module("diskcache_rs")
+community = optional_module("diskcache_community")
 
 ROOT = Path(__file__).resolve().parent
 MB = 1 << 20
@@ -79,6 +89,11 @@ RS_WEAKER_NOTE = (
     "diskcache-rs's add and incr are a get then a set in Python under a thread lock: they\n"
     "  are not atomic across processes (concurrent incr calls lose counts and can even\n"
     "  restart the counter), so these rows compare against a weaker operation"
+)
+# diskcache-community's two columns: (name, the row's JSON key, SafeDisk).
+COMMUNITY = (
+    ("diskcache-community", "community", False),
+    ("community+SafeDisk", "community_safedisk", True),
 )
 
 
@@ -198,10 +213,13 @@ def scenarios(n: int, n_big: int, working_set: int) -> list[Scenario]:
     return out + memo_rows  # the realistic rows first, the memo-friendly ones last
 
 
-def run_one(module: Any, impl_name: str, scenario: Scenario) -> tuple[dict[str, float], Any]:
-    """Time the scenario on a fresh cache; return the summary and one more call's result."""
+def run_one(
+    module: Any, impl_name: str, scenario: Scenario, **options: Any
+) -> tuple[dict[str, float], Any]:
+    """Time the scenario on a fresh cache (``module.Cache(directory, **options)``); return the
+    summary and one more call's result."""
     directory = tempfile.mkdtemp(prefix=f"bench-{impl_name}-")
-    cache = module.Cache(directory)
+    cache = module.Cache(directory, **options)
     try:
         fn = scenario.build(cache)
         samples = time_each(fn, scenario.iterations, scenario.warmup)
@@ -216,8 +234,23 @@ def short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def run_peer(
+    module: Any, impl_name: str, scenario: Scenario, expected: Any, **options: Any
+) -> tuple[dict[str, float] | None, str | None]:
+    """Time the scenario on a peer; its summary, or None and why (its result differs from
+    python-diskcache's, or it raised)."""
+    try:
+        summary, got = run_one(module, impl_name, scenario, **options)
+    except Exception as exc:  # shown as n/a with the reason
+        return None, f"{type(exc).__name__}: {exc}"
+    if got != expected:
+        return None, f"returned {short(got)} where python-diskcache returned {short(expected)}"
+    return summary, None
+
+
 def run_pair(scenario: Scenario) -> dict[str, Any]:
-    """Time one scenario on python-diskcache, oxide and (where it applies) diskcache-rs."""
+    """Time one scenario on python-diskcache, oxide and (where they apply) diskcache-rs and
+    diskcache-community, plain and with SafeDisk."""
     result: dict[str, Any] = {
         "op": scenario.name,
         "headline": scenario.headline,
@@ -232,18 +265,24 @@ def run_pair(scenario: Scenario) -> dict[str, Any]:
     if diskcache_rs is None:
         note = "diskcache-rs is not installed"
     else:
-        try:
-            rs, got = run_one(diskcache_rs, "diskcache-rs", scenario)
-            if got != expected:
-                rs = None
-                note = f"returned {short(got)} where python-diskcache returned {short(expected)}"
-        except Exception as exc:  # shown as n/a with the reason
-            note = f"{type(exc).__name__}: {exc}"
+        rs, note = run_peer(diskcache_rs, "diskcache-rs", scenario, expected)
     if rs is not None and scenario.name.startswith(RS_WEAKER):
         note = "weaker: not atomic across processes"
     result["diskcache_rs"] = rs
     result["ratio_rs"] = rs["median_us"] / result["oxide"]["median_us"] if rs else None
     result["diskcache_rs_note"] = note
+    # diskcache-community, plain and with SafeDisk: "community", "ratio_community" and
+    # "community_note", then the same with "community_safedisk".
+    for name, key, safe in COMMUNITY:
+        peer: dict[str, float] | None = None
+        if community is None:
+            note = "diskcache-community is not installed"
+        else:
+            options = {"disk": community.SafeDisk} if safe else {}
+            peer, note = run_peer(community, name, scenario, expected, **options)
+        result[key] = peer
+        result[f"ratio_{key}"] = peer["median_us"] / result["oxide"]["median_us"] if peer else None
+        result[f"{key}_note"] = note
     return result
 
 
@@ -366,6 +405,7 @@ def print_table(
         which = "all operations" if len(ops) == len(rows) else ", ".join(ops)
         print(f"n/a ({which}): {note}.")
     print()
+    print_community_table(rows)
     print("diskcache_oxide batch calls, cost per item (median):")
     for b in batches:
         print(
@@ -373,6 +413,53 @@ def print_table(
             f"{b['many_per_item']['median_us']:8.2f}us per item vs "
             f"{b['single_per_item']['median_us']:8.2f}us single  ({b['speedup']:.1f}x)"
         )
+
+
+def print_community_table(rows: list[dict[str, Any]]) -> None:
+    """The same rows beside diskcache-community, plain and with SafeDisk: python-diskcache's and
+    oxide's medians, each community column's median and p99, and its median over oxide's."""
+    if community is None:
+        print(
+            "diskcache-community is not installed: its columns (plain and with SafeDisk) are"
+            " skipped\n(`make bench` has it).\n"
+        )
+        return
+    names = "".join(f"{name:>20}" for name, _, _ in COMMUNITY)
+    print(
+        f"Beside diskcache-community {community.__version__}, plain and with SafeDisk (same run):"
+    )
+    print(f"{'':<{OP_WIDTH}}{'medians':>18}{names}{'oxide faster by':>26}")
+    head = f"{'operation':<{OP_WIDTH}}{'dc':>9}{'oxide':>9}" + f"{'median':>11}{'p99':>9}" * 2
+    head += "".join(f"{'vs ' + name:>13}" for name in ("community", "SafeDisk"))
+    print(head)
+    print("-" * len(head))
+    why: dict[str, list[str]] = {}
+    for row in rows:
+        if row["memo_friendly"] and row is next(r for r in rows if r["memo_friendly"]):
+            print("-- memo-friendly (best case, not a typical get): as in the table above")
+        cells, ratios = "", ""
+        for name, key, _ in COMMUNITY:
+            peer = row[key]
+            if peer is None:
+                why.setdefault(f"{name}: {row[f'{key}_note']}", []).append(row["op"])
+                cells += f"{'n/a':>11}{'n/a':>9}"
+                ratios += f"{'n/a':>13}"
+            else:
+                cells += f"{peer['median_us']:>11.1f}{peer['p99_us']:>9.1f}"
+                ratios += f"{row[f'ratio_{key}']:>12.2f}x"
+        print(
+            f"{row['op']:<{OP_WIDTH}}{row['diskcache']['median_us']:>9.1f}"
+            f"{row['oxide']['median_us']:>9.1f}{cells}{ratios}"
+        )
+    print(
+        "\nTimes in microseconds. dc, oxide: python-diskcache's and diskcache_oxide's medians (the"
+        "\ntable above). vs community, vs SafeDisk = diskcache-community's median / oxide's,"
+        "\nplain and with SafeDisk (no target)."
+    )
+    for note, ops in why.items():
+        which = "all operations" if len(ops) == len(rows) else ", ".join(ops)
+        print(f"n/a ({which}): {note}.")
+    print()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -392,9 +479,16 @@ def main(argv: list[str] | None = None) -> int:
     if working_set < n + 1 + max(50, n // 10):
         parser.error(f"--working-set must be at least {n + 1 + max(50, n // 10)} for {n} reads")
     rs_version = diskcache_rs.__version__ if diskcache_rs is not None else None
+    community_version = community.__version__ if community is not None else None
+    community_text = (
+        f"{community_version} (plain and with SafeDisk)"
+        if community_version
+        else "(not installed, skipped)"
+    )
     print(
         f"diskcache_oxide {getattr(diskcache_oxide, '__version__', '?')} vs python-diskcache "
-        f"{diskcache.__version__} and diskcache-rs {rs_version or '(not installed, skipped)'}"
+        f"{diskcache.__version__}, diskcache-community {community_text}"
+        f" and diskcache-rs {rs_version or '(not installed, skipped)'}"
         f"\nPython {platform.python_version()} | {platform.machine()} {os.cpu_count()} cpu "
         f"| {n} iterations ({n_big} for 1 MB values), headline get over {working_set:,} keys\n"
     )
@@ -420,6 +514,7 @@ def main(argv: list[str] | None = None) -> int:
         "diskcache_version": diskcache.__version__,
         "oxide_version": getattr(diskcache_oxide, "__version__", None),
         "diskcache_rs_version": rs_version,
+        "community_version": community_version,
         "quick": args.quick,
         "iterations": {"small": n, "1MB": n_big, "batches": n_batches},
         "working_set": working_set,

@@ -1,7 +1,8 @@
-"""python-diskcache's published mixed workload, diskcache_oxide beside python-diskcache 5.6.3.
+"""python-diskcache's published mixed workload, diskcache_oxide beside python-diskcache 5.6.3
+and diskcache-community 5.8.1 (plain, and with ``SafeDisk``, its fix for CVE-2025-69872).
 
 The workload of python-diskcache's documentation page "DiskCache Cache Benchmarks" (its
-tests/benchmark_core.py), measured here the same way for both libraries in one run:
+tests/benchmark_core.py), measured here the same way for every library in one run:
 
 - 100 keys, ``str(randrange(100)).encode()``: bytes keys; pre-filled with each key as its value;
 - each operation is a get (90%), a set (9%) or a delete (1%), chosen at random; a set's value
@@ -15,9 +16,14 @@ tests/benchmark_core.py), measured here the same way for both libraries in one r
 
 Implementations: ``Cache(directory)`` and ``FanoutCache(directory, shards=4, timeout=1.0)``
 (the shard count and timeout of python-diskcache's published FanoutCache row) of each library,
-with default settings otherwise. Ratios are python-diskcache / oxide (higher is better for
-oxide). A FanoutCache swallows a lock timeout: its set then returns False having stored
-nothing, which is quick and would flatter the numbers, so such sets are counted and shown.
+with default settings otherwise: python-diskcache, diskcache_oxide, and diskcache-community
+twice, plain ("diskcache-community") and with ``disk=SafeDisk`` ("community+SafeDisk"), the
+restricted unpickling a cache that others can write to needs. diskcache-community is
+optional: where it is not installed its columns are skipped, saying so. Each peer gets a table
+of its own beside ours, ratios peer / oxide (higher is better for oxide); issue 23's targets
+are against python-diskcache. A FanoutCache swallows a lock timeout: its set then returns
+False having stored nothing, which is quick and would flatter the numbers, so such sets are
+counted and shown.
 
 diskcache-rs is left out: it does not store bytes keys (its ``set`` of a bytes key returns
 False), which this workload uses throughout.
@@ -47,7 +53,16 @@ from pathlib import Path
 from typing import Any
 
 import diskcache
-from shared import ACTIONS, Check, print_targets, ratio_text, run_facts, run_mix, write_json
+from shared import (
+    ACTIONS,
+    Check,
+    optional_module,
+    print_targets,
+    ratio_text,
+    run_facts,
+    run_mix,
+    write_json,
+)
 from shared import MIX_KEYS as KEYS
 
 try:
@@ -55,20 +70,33 @@ try:
 except ImportError:  # pragma: no cover - explained to the user
     sys.exit("diskcache_oxide is not importable: run `make bench` (it builds it first)")
 
+community = optional_module("diskcache_community")
+
 ROOT = Path(__file__).resolve().parent
 SHARDS = 4
 FANOUT_TIMEOUT = 1.0
-LIBRARIES = {"python-diskcache": diskcache, "oxide": diskcache_oxide}
+#: The implementations run, in order: name -> (module, whether opened with ``disk=SafeDisk``).
+#: diskcache-community's two are there only where it is installed.
+LIBRARIES: dict[str, tuple[Any, bool]] = {
+    "python-diskcache": (diskcache, False),
+    "oxide": (diskcache_oxide, False),
+}
+if community is not None:
+    LIBRARIES["diskcache-community"] = (community, False)
+    LIBRARIES["community+SafeDisk"] = (community, True)
+#: Each library that ours is compared with, in the order of the tables.
+PEERS = [name for name in LIBRARIES if name != "oxide"]
 KINDS = ("Cache", f"FanoutCache(shards={SHARDS})")
 STATS = ("median_us", "p90_us", "p99_us", "max_us")
 
 
 def open_cache(library: str, kind: str, directory: str) -> Any:
     """A handle of ``kind`` from ``library`` on ``directory`` (run in each spawned process)."""
-    module = LIBRARIES[library]
+    module, safe = LIBRARIES[library]
+    extra = {"disk": module.SafeDisk} if safe else {}
     if kind == "Cache":
-        return module.Cache(directory)
-    return module.FanoutCache(directory, shards=SHARDS, timeout=FANOUT_TIMEOUT)
+        return module.Cache(directory, **extra)
+    return module.FanoutCache(directory, shards=SHARDS, timeout=FANOUT_TIMEOUT, **extra)
 
 
 def run_mixed(library: str, kind: str, procs: int, ops: int, warmup: int) -> dict[str, Any]:
@@ -88,15 +116,23 @@ def run_mixed(library: str, kind: str, procs: int, ops: int, warmup: int) -> dic
     return {"library": library, "kind": kind, **row, "failed_sets": failed_sets}
 
 
-def compare(dc: dict[str, Any], ox: dict[str, Any]) -> dict[str, Any]:
-    """python-diskcache / oxide for each statistic of each action, and for the wall time."""
+def compare(peer: dict[str, Any], ox: dict[str, Any]) -> dict[str, Any]:
+    """The peer's / oxide's for each statistic of each action, and for the wall time."""
     ratios: dict[str, Any] = {}
-    for action, s in dc["stats"].items():
+    for action, s in peer["stats"].items():
         o = ox["stats"].get(action)
         if o is not None:
             ratios[action] = {stat: s[stat] / o[stat] if o[stat] > 0 else None for stat in STATS}
-    ratios["wall"] = dc["wall_s"] / ox["wall_s"] if ox["wall_s"] > 0 and dc["wall_s"] > 0 else None
+    wall, ox_wall = peer["wall_s"], ox["wall_s"]
+    ratios["wall"] = wall / ox_wall if ox_wall > 0 and wall > 0 else None
     return ratios
+
+
+def find(rows: list[dict[str, Any]], library: str, kind: str, procs: int) -> dict[str, Any]:
+    """The row of ``library``'s ``kind`` at ``procs`` processes."""
+    return next(
+        r for r in rows if r["library"] == library and r["kind"] == kind and r["processes"] == procs
+    )
 
 
 # Issue 23's targets for the mix, at 1 and at 4 processes, for Cache and for FanoutCache (each
@@ -153,7 +189,9 @@ def ratio_cell(x: float | None) -> str:
 
 
 def print_rows(rows: list[dict[str, Any]]) -> None:
-    """The tables: per process count, each kind's actions for both libraries and the ratios."""
+    """The tables: per process count, for each peer in turn (python-diskcache, then
+    diskcache-community plain and with SafeDisk), each kind's actions for the peer and for
+    ours, and the peer's / ours."""
     names = ("median", "p90", "p99", "max")
     stat_head = "".join(f"{h:>{W_STAT}}" for h in names)
     ratio_head = "".join(f"{h:>{W_RATIO}}" for h in names)
@@ -164,47 +202,75 @@ def print_rows(rows: list[dict[str, Any]]) -> None:
             f"{procs} process{'es' if procs > 1 else ''} x {ops:,} operations each"
             " (per call, microseconds; ms where marked)"
         )
-        print(
-            f"{'':<{W_LABEL + W_OP}}{'python-diskcache':>{W_BLOCK}}{'diskcache_oxide':>{W_BLOCK}}"
-            f"{'python-diskcache / oxide':>{4 * W_RATIO}}"
-        )
-        head = f"{'':<{W_LABEL}}{'op':<{W_OP}}{stat_head}{stat_head}{ratio_head}"
-        print(head)
-        print("-" * len(head))
-        for kind in KINDS:
-            dc = next(r for r in group if r["kind"] == kind and r["library"] == "python-diskcache")
-            ox = next(r for r in group if r["kind"] == kind and r["library"] == "oxide")
-            ratios = compare(dc, ox)
-            label = kind
-            for action in (*ACTIONS, "all"):
-                s, o = dc["stats"].get(action), ox["stats"].get(action)
-                if s is None or o is None:
-                    continue
-                line = f"{label:<{W_LABEL}}{action:<{W_OP}}"
-                line += "".join(cell(s[stat]) for stat in STATS)
-                line += "".join(cell(o[stat]) for stat in STATS)
-                line += "".join(ratio_cell(ratios[action][stat]) for stat in STATS)
-                print(line)
-                label = ""
-            dc_wall = f"{dc['wall_s']:.2f} s, {dc['ops_per_s']:,.0f} ops/s"
-            ox_wall = f"{ox['wall_s']:.2f} s, {ox['ops_per_s']:,.0f} ops/s"
-            print(
-                f"{'':<{W_LABEL}}{'wall':<{W_OP}}{dc_wall:>{W_BLOCK}}{ox_wall:>{W_BLOCK}}"
-                f"{ratio_cell(ratios['wall'])}"
-            )
-            for r in (dc, ox):
-                if r["failed_sets"]:
-                    print(
-                        f"{'':<{W_LABEL}}{r['library']}: {r['failed_sets']} sets timed out"
-                        " (returned False, stored nothing)"
-                    )
-                if r["errors"]:
-                    print(f"{'':<{W_LABEL}}{r['library']}: ERRORS {r['errors']}")
+        for peer in PEERS:
+            print_peer(group, peer, stat_head, ratio_head)
         print()
 
 
+def print_peer(group: list[dict[str, Any]], peer: str, stat_head: str, ratio_head: str) -> None:
+    """One process count's table of ``peer`` beside ours: each kind's actions and wall time."""
+    print(
+        f"{'':<{W_LABEL + W_OP}}{peer:>{W_BLOCK}}{'diskcache_oxide':>{W_BLOCK}}"
+        f"{f'{peer} / oxide':>{4 * W_RATIO}}"
+    )
+    head = f"{'':<{W_LABEL}}{'op':<{W_OP}}{stat_head}{stat_head}{ratio_head}"
+    print(head)
+    print("-" * len(head))
+    procs = group[0]["processes"]
+    for kind in KINDS:
+        theirs, ox = find(group, peer, kind, procs), find(group, "oxide", kind, procs)
+        ratios = compare(theirs, ox)
+        label = kind
+        for action in (*ACTIONS, "all"):
+            s, o = theirs["stats"].get(action), ox["stats"].get(action)
+            if s is None or o is None:
+                continue
+            line = f"{label:<{W_LABEL}}{action:<{W_OP}}"
+            line += "".join(cell(s[stat]) for stat in STATS)
+            line += "".join(cell(o[stat]) for stat in STATS)
+            line += "".join(ratio_cell(ratios[action][stat]) for stat in STATS)
+            print(line)
+            label = ""
+        their_wall = f"{theirs['wall_s']:.2f} s, {theirs['ops_per_s']:,.0f} ops/s"
+        ox_wall = f"{ox['wall_s']:.2f} s, {ox['ops_per_s']:,.0f} ops/s"
+        print(
+            f"{'':<{W_LABEL}}{'wall':<{W_OP}}{their_wall:>{W_BLOCK}}{ox_wall:>{W_BLOCK}}"
+            f"{ratio_cell(ratios['wall'])}"
+        )
+        # Ours is noted under python-diskcache's table only, not once per peer.
+        for r in (theirs, ox) if peer == PEERS[0] else (theirs,):
+            if r["failed_sets"]:
+                print(
+                    f"{'':<{W_LABEL}}{r['library']}: {r['failed_sets']} sets timed out"
+                    " (returned False, stored nothing)"
+                )
+            if r["errors"]:
+                print(f"{'':<{W_LABEL}}{r['library']}: ERRORS {r['errors']}")
+
+
+def print_summary(comparisons: list[dict[str, Any]]) -> None:
+    """Against each peer, per process count and kind: the peer's / ours for the wall time and
+    the median get and set (the tables above have the rest)."""
+    width = 24
+    print("Against each peer, peer / oxide: wall time, median get, median set")
+    head = f"{'':<{W_LABEL + 14}}" + "".join(f"{peer:>{width}}" for peer in PEERS)
+    print(head)
+    print("-" * len(head))
+    for c in comparisons:
+        where = f"{c['processes']} process{'es' if c['processes'] > 1 else ''}, {c['kind']}"
+        line = f"{where:<{W_LABEL + 14}}"
+        for peer in PEERS:
+            ratios = c["peers"][peer]
+            figures = [ratios.get("wall")] + [
+                ratios.get(action, {}).get("median_us") for action in ("get", "set")
+            ]
+            line += f"{' '.join(ratio_text(x) for x in figures):>{width}}"
+        print(line)
+    print()
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run both libraries' kinds at 1 and 4 processes, print the tables and the targets,
+    """Run every library's kinds at 1 and 4 processes, print the tables and the targets,
     write the JSON; exit 1 if a run failed."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a short run")
@@ -216,12 +282,18 @@ def main(argv: list[str] | None = None) -> int:
     warmup = min(1000, max(100, ops // 10))
     print(
         f"diskcache_oxide {diskcache_oxide.__version__} vs python-diskcache"
-        f" {diskcache.__version__}: python-diskcache's mixed workload\n"
+        f" {diskcache.__version__} and diskcache-community"
+        f" {community.__version__ + ' (plain and SafeDisk)' if community else '(not installed)'}:"
+        " python-diskcache's mixed workload\n"
         f"Python {platform.python_version()} | {platform.machine()} {os.cpu_count()} cpu"
         f" | 90% get, 9% set, 1% delete over {KEYS} bytes keys, bytes values;"
         f" {ops:,} ops per process after {warmup:,} untimed"
         f"{'' if ops == 20_000 else ' (issue 23 measured 20,000: --ops 20000)'}\n"
     )
+    if community is None:
+        print(
+            "diskcache-community is not installed: its columns are skipped (`make bench` has it)\n"
+        )
     started = time.perf_counter()
     rows: list[dict[str, Any]] = []
     for procs in (1, 4):
@@ -238,18 +310,20 @@ def main(argv: list[str] | None = None) -> int:
     comparisons: list[dict[str, Any]] = []
     for procs in (1, 4):
         for kind in KINDS:
-            dc, ox = (
-                next(
-                    r
-                    for r in rows
-                    if r["processes"] == procs and r["kind"] == kind and r["library"] == lib
-                )
-                for lib in LIBRARIES
+            ox = find(rows, "oxide", kind, procs)
+            peers = {peer: compare(find(rows, peer, kind, procs), ox) for peer in PEERS}
+            comparisons.append(
+                {
+                    "processes": procs,
+                    "kind": kind,
+                    "ratios": peers["python-diskcache"],
+                    "peers": peers,
+                }
             )
-            comparisons.append({"processes": procs, "kind": kind, "ratios": compare(dc, ox)})
+    print_summary(comparisons)
     failed = [r for r in rows if r["errors"]]
     print(
-        "Ratios: python-diskcache / oxide (higher is better for oxide); wall: from the first"
+        "Ratios: each peer's / oxide's (higher is better for oxide); wall: from the first"
         " process's\nfirst timed call to the last process's last one. diskcache-rs is left out:"
         " it does not\nstore bytes keys.\n"
     )
@@ -263,7 +337,9 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         **run_facts(),
         "diskcache_version": diskcache.__version__,
+        "community_version": community.__version__ if community else None,
         "oxide_version": diskcache_oxide.__version__,
+        "libraries": list(LIBRARIES),
         "quick": args.quick,
         "workload": {
             "keys": KEYS,

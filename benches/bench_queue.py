@@ -1,21 +1,29 @@
-"""Queue benchmark: diskcache_oxide beside python-diskcache 5.6.3 (and diskcache-rs, litequeue,
-persist-queue).
+"""Queue benchmark: diskcache_oxide beside python-diskcache 5.6.3 and diskcache-community 5.8.1
+(plain, and with ``SafeDisk``, its fix for CVE-2025-69872), and diskcache-rs, litequeue,
+persist-queue.
 
 Everything runs in one invocation, on this machine, each library in its own fresh temporary
 directory with its default settings (diskcache_oxide's queue cache with
-``eviction_policy='none'``, as a queue's cache must be opened). Measured:
+``eviction_policy='none'``, as a queue's cache must be opened). diskcache-community has
+python-diskcache's API and is run exactly as python-diskcache is, everywhere python-diskcache
+is, twice: plain ("diskcache-community") and with ``Cache(directory, disk=SafeDisk)``
+("community+SafeDisk", the restricted unpickling a cache that others can write to needs). Each
+section also prints oxide against each of the three, as the peer's time over ours (items/s:
+ours over the peer's; higher is better for oxide). Measured:
 
 1. push, pull and peek latency in one process (median and p99 per call, ratio of
    python-diskcache's median to each library's; higher is better);
 2. take + finish in one process: diskcache_oxide's ``JobQueue``; the seed page's lease recipe
-   (``transact()`` + ``pull`` + a ``running:`` record, then ``delete``) over python-diskcache;
+   (``transact()`` + ``pull`` + a ``running:`` record, then ``delete``) over python-diskcache
+   and diskcache-community;
    litequeue ``pop`` + ``done``; persist-queue ``SQLiteAckQueue.get`` + ``ack``;
 3. draining a prefilled queue with 1, 2 and 4 worker processes (spawned), pulling one item at a
    time and in batches of 100 (``pull_many``; python-diskcache: 100 pulls in one
    ``transact()``); items/s from the first worker's start to the last worker's end, and the
    number of items lost or delivered twice, which must be zero;
 4. latency from a push in one process to a ``pull(timeout=...)`` blocked in another
-   (python-diskcache has no blocking pull: its row is a ``pull()`` loop sleeping 1 ms).
+   (python-diskcache and diskcache-community have no blocking pull: their rows are a
+   ``pull()`` loop sleeping 1 ms).
 
 diskcache-rs (pinned in requirements-dev.txt) has python-diskcache's ``Cache.push``, ``pull``
 and ``peek``, so it appears in 1 and in the single-item drains of 3. It has no batch pull, no
@@ -27,10 +35,10 @@ the drain table counts (that is a property of diskcache-rs, not a bench failure)
 Targets, printed beside the numbers: push/pull/peek >= 3x python-diskcache; a single-item
 drain by 4 workers >= 2x python-diskcache; a batched drain by 4 workers >= 100,000 items/s.
 
-Setup (diskcache-rs, litequeue and persist-queue are optional; their rows are skipped if not
-installed)::
+Setup (diskcache-community, diskcache-rs, litequeue and persist-queue are optional; their rows
+are skipped if not installed)::
 
-    .venv/bin/pip install diskcache-rs==0.4.10 litequeue persist-queue
+    .venv/bin/pip install diskcache-community diskcache-rs==0.4.10 litequeue persist-queue
     .venv/bin/python benches/bench_queue.py            # full run (a few minutes)
     .venv/bin/python benches/bench_queue.py --quick    # a short smoke run
 
@@ -60,6 +68,7 @@ try:
 except ImportError:  # pragma: no cover - explained to the user
     sys.exit("diskcache_oxide is not importable: build it first (`make build`)")
 
+community = optional_module("diskcache_community")
 diskcache_rs = optional_module("diskcache_rs")
 litequeue = optional_module("litequeue")
 persistqueue = optional_module("persistqueue")
@@ -118,13 +127,22 @@ class Adapter:
 
 
 class CacheQueue(Adapter):
-    """A library with python-diskcache's ``push``/``pull``/``peek`` on a ``Cache`` (``module``)."""
+    """A library with python-diskcache's ``push``/``pull``/``peek`` on a ``Cache`` (``module``),
+    opened with ``disk=module.SafeDisk`` where ``safe``."""
 
     module: Any = None
+    safe = False
 
     def __init__(self, directory: str) -> None:
         super().__init__(directory)
-        self.cache = self.module.Cache(directory, timeout=60, eviction_policy="none")
+        self.cache = self.open(directory, timeout=60, eviction_policy="none")
+
+    @classmethod
+    def open(cls, directory: str, **settings: Any) -> Any:
+        """The library's ``Cache`` on ``directory``, with SafeDisk where ``safe``."""
+        if cls.safe:
+            settings["disk"] = cls.module.SafeDisk
+        return cls.module.Cache(directory, **settings)
 
     def push(self, value: str) -> Any:
         return self.cache.push(value, prefix=PREFIX)
@@ -172,6 +190,20 @@ class DiskCache(CacheQueue):
             with self.cache.transact(retry=True):
                 for value in values[start : start + 1000]:
                     self.cache.push(value, prefix=PREFIX)
+
+
+class Community(DiskCache):
+    """diskcache-community: python-diskcache's calls, run exactly as python-diskcache's."""
+
+    name = "diskcache-community"
+    module = community
+
+
+class CommunitySafe(Community):
+    """diskcache-community with ``disk=SafeDisk`` (restricted unpickling)."""
+
+    name = "community+SafeDisk"
+    safe = True
 
 
 class DiskCacheRs(CacheQueue):
@@ -245,12 +277,51 @@ class PersistQueue(Adapter):
 
 
 ADAPTERS: dict[str, type[Adapter]] = {"diskcache": DiskCache, "oxide": Oxide}
+if community is not None:
+    ADAPTERS["diskcache-community"] = Community
+    ADAPTERS["community+SafeDisk"] = CommunitySafe
 if diskcache_rs is not None:
     ADAPTERS["diskcache-rs"] = DiskCacheRs
 if litequeue is not None:
     ADAPTERS["litequeue"] = LiteQueue
 if persistqueue is not None:
     ADAPTERS["persist-queue"] = PersistQueue
+
+
+#: python-diskcache and the libraries run exactly as it is (diskcache-community, plain and with
+#: SafeDisk): the peers every section compares oxide with.
+PEERS = [name for name, cls in ADAPTERS.items() if issubclass(cls, DiskCache)]
+
+
+def cache_class(name: str) -> type[CacheQueue]:
+    """The adapter of ``name``, one with python-diskcache's ``Cache`` (and its ``open``)."""
+    cls = ADAPTERS[name]
+    assert issubclass(cls, CacheQueue), name
+    return cls
+
+
+def versus(figures: dict[str, Any], higher: bool = False) -> dict[str, float]:
+    """Oxide against each peer in ``figures`` ({library: summary or row}): the peer's median
+    over ours, or with ``higher`` (items/s) ours over the peer's; higher is better for oxide."""
+    ours = figures.get("oxide")
+    out: dict[str, float] = {}
+    if ours is None:  # its run failed: no ratios
+        return out
+    for peer in PEERS:
+        theirs = figures.get(peer)
+        if theirs is None:
+            continue
+        if higher:
+            if theirs["items_per_s"] > 0:
+                out[peer] = ours["items_per_s"] / theirs["items_per_s"]
+        elif ours["median_us"] > 0:
+            out[peer] = theirs["median_us"] / ours["median_us"]
+    return out
+
+
+def versus_text(ratios: dict[str, float]) -> str:
+    """``diskcache 3.10x, diskcache-community 3.02x, community+SafeDisk 3.21x``."""
+    return ", ".join(f"{peer} {ratio:.2f}x" for peer, ratio in ratios.items())
 
 
 def fresh_dir(label: str) -> str:
@@ -286,7 +357,7 @@ def latency_of(name: str, cls: type[Adapter], n: int) -> dict[str, dict[str, flo
         got: list[Any] = []
         out["pull"] = summarize(time_each(lambda i: got.append(q.pull()), n))
         numbers = [number(v) for v in got]
-        if name in ("oxide", "diskcache", "diskcache-rs"):
+        if isinstance(q, CacheQueue):  # python-diskcache's push/pull, in order
             assert numbers == list(range(n)), f"{name}: pull order"
         else:  # litequeue orders by uuid7, random within a millisecond
             assert sorted(numbers) == list(range(n)), f"{name}: pulled items"
@@ -320,24 +391,8 @@ def bench_take_finish(n: int) -> dict[str, Any]:
         cache.close()
         shutil.rmtree(directory, ignore_errors=True)
 
-    directory = fresh_dir("jobs-diskcache")
-    dc = diskcache.Cache(directory, eviction_policy="none")
-    try:
-        with dc.transact():
-            for i, value in enumerate(values):
-                dc.push({"id": i, "value": value}, prefix=PREFIX)
-
-        def recipe_take_finish(i: int) -> None:
-            with dc.transact():
-                _, job = dc.pull(prefix=PREFIX)
-                dc.set(f"running:{job['id']}", (time.time(), job))
-            dc.delete(f"running:{job['id']}")
-
-        out["diskcache"] = summarize(time_each(recipe_take_finish, n, 50))
-        out["diskcache"]["what"] = "seed recipe: transact(pull + set running) + delete"
-    finally:
-        dc.close()
-        shutil.rmtree(directory, ignore_errors=True)
+    for peer in PEERS:  # python-diskcache, and diskcache-community plain and with SafeDisk
+        out[peer] = recipe_take_finish(peer, n, values)
 
     if litequeue is not None:
         directory = fresh_dir("jobs-litequeue")
@@ -372,6 +427,30 @@ def bench_take_finish(n: int) -> dict[str, Any]:
             aq.close()
             shutil.rmtree(directory, ignore_errors=True)
     return out
+
+
+def recipe_take_finish(name: str, n: int, values: list[str]) -> dict[str, Any]:
+    """The seed page's lease recipe over ``name``'s Cache (python-diskcache's API): take is
+    ``pull`` and a ``running:`` record in one ``transact()``, finish deletes the record."""
+    directory = fresh_dir(f"jobs-{name}")
+    dc = cache_class(name).open(directory, eviction_policy="none")
+    try:
+        with dc.transact():
+            for i, value in enumerate(values):
+                dc.push({"id": i, "value": value}, prefix=PREFIX)
+
+        def take_finish(i: int) -> None:
+            with dc.transact():
+                _, job = dc.pull(prefix=PREFIX)
+                dc.set(f"running:{job['id']}", (time.time(), job))
+            dc.delete(f"running:{job['id']}")
+
+        out: dict[str, Any] = dict(summarize(time_each(take_finish, n, 50)))
+        out["what"] = "seed recipe: transact(pull + set running) + delete"
+        return out
+    finally:
+        dc.close()
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------- 3. drain
@@ -454,10 +533,7 @@ def wake_listener(
     name: str, directory: str, samples: int, ready: Any, received: Any, results: Any
 ) -> None:
     """Spawned: wait for each pushed stamp and report how long after the push it arrived."""
-    if name == "oxide":
-        cache: Any = diskcache_oxide.Cache(directory, timeout=60)
-    else:
-        cache = diskcache.Cache(directory, timeout=60)
+    cache = cache_class(name).open(directory, timeout=60)
     latencies: list[float] = []
     ready.set()
     deadline = time.monotonic() + 600
@@ -481,8 +557,7 @@ def bench_wakeup(name: str, samples: int) -> dict[str, Any]:
     wait for 10-30 ms, then push a stamp of ``time.monotonic()`` (system-wide on Linux)."""
     directory = fresh_dir(f"wake-{name}")
     try:
-        module: Any = diskcache_oxide if name == "oxide" else diskcache
-        cache = module.Cache(directory, timeout=60, eviction_policy="none")
+        cache = cache_class(name).open(directory, timeout=60, eviction_policy="none")
         ready = SPAWN.Event()
         received = SPAWN.Value("i", 0)
         results = SPAWN.Queue()
@@ -566,22 +641,29 @@ def print_report(report: dict[str, Any]) -> list[str]:
             missed.append(f"{op} {ox_ratio:.2f}x < {TARGET_LATENCY_RATIO:g}x")
         verdict = f">={TARGET_LATENCY_RATIO:g}x " + ("ok" if ok else "BELOW")
         print(f"{op:<8}" + "".join(cells) + f"{verdict:>12}")
+    print("oxide against each peer (the peer's median / oxide's):")
+    for op, ratios in report["latency_vs_peers"].items():
+        print(f"   {op:<8}{versus_text(ratios)}")
     print()
-    print("2. take + finish in one process (median / p99 per job)")
+    print("2. take + finish in one process (median / p99 per job; ratio = diskcache median / this)")
     tf = report["take_finish"]
     for lib, s in tf.items():
         ratio = tf["diskcache"]["median_us"] / s["median_us"]
         print(
-            f"   {lib:<14}{fmt_us(s['median_us']):>10} / {fmt_us(s['p99_us']):<10}"
+            f"   {lib:<20}{fmt_us(s['median_us']):>10} / {fmt_us(s['p99_us']):<10}"
             f"{ratio:>6.2f}x   {s['what']}"
         )
+    print(
+        "   oxide's JobQueue against each peer's recipe (the peer's median / oxide's): "
+        + versus_text(report["take_finish_vs_peers"])
+    )
     print()
     print("   diskcache_oxide, with work already waiting (median / p99 per call):")
     for op, r in report["ready_waits"].items():
         print(f"   {op:<18}{fmt_us(r['median_us']):>10} / {fmt_us(r['p99_us'])}")
     print()
     print("3. Draining a prefilled queue with worker processes (items/s; lost, duplicated)")
-    head = f"   {'library':<14}{'pull':<18}{'1 worker':>18}{'2 workers':>18}{'4 workers':>18}"
+    head = f"   {'library':<20}{'pull':<18}{'1 worker':>18}{'2 workers':>18}{'4 workers':>18}"
     print(head)
     print("   " + "-" * (len(head) - 3))
     by_key: dict[tuple[str, int], dict[int, dict[str, Any]]] = {}
@@ -600,15 +682,24 @@ def print_report(report: dict[str, Any]) -> list[str]:
                 flag += ",ERR"
             cells.append(f"{r['items_per_s']:>11,.0f} ({flag})")
         items = next(iter(runs.values()))["items"]
-        print(f"   {lib:<14}{how:<18}" + "".join(f"{c:>18}" for c in cells) + f"  n={items:,}")
+        print(f"   {lib:<20}{how:<18}" + "".join(f"{c:>18}" for c in cells) + f"  n={items:,}")
     for row in report["drain"]:
         if (row["lost"] or row["duplicated"] or row["errors"]) and row["library"] == "oxide":
             missed.append(
                 f"oxide drain {row['workers']}w batch {row['batch']}: lost {row['lost']}, "
                 f"duplicated {row['duplicated']}, errors {row['errors']}"
             )
-    notes = [f"{lib}: {cls.batch_note}" for lib, cls in ADAPTERS.items() if cls.has_batch]
+    by_note: dict[str, list[str]] = {}
+    for lib, cls in ADAPTERS.items():
+        if cls.has_batch:
+            by_note.setdefault(cls.batch_note, []).append(lib)
+    notes = [f"{', '.join(libs)}: {note}" for note, libs in by_note.items()]
     print(f"   batches: {'; '.join(notes)}")
+    print("   oxide against each peer (oxide's items/s / the peer's):")
+    for row in report["drain_vs_peers"]:
+        how = "one at a time" if row["batch"] == 1 else f"batches of {row['batch']}"
+        workers = f"{row['workers']} worker{'s' if row['workers'] > 1 else ''}"
+        print(f"   {how + ', ' + workers:<34}{versus_text(row['ratios'])}")
     dc4 = by_key.get(("diskcache", 1), {}).get(4)
     ox4 = by_key.get(("oxide", 1), {}).get(4)
     ox4b = by_key.get(("oxide", 100), {}).get(4)
@@ -633,9 +724,13 @@ def print_report(report: dict[str, Any]) -> list[str]:
     print("4. Push in one process -> waiting pull in another (latency)")
     for lib, s in report["wakeup"].items():
         print(
-            f"   {lib:<14}median {fmt_us(s['median_us']):>9}  p99 {fmt_us(s['p99_us']):>9}"
+            f"   {lib:<20}median {fmt_us(s['median_us']):>9}  p99 {fmt_us(s['p99_us']):>9}"
             f"  n={s['n']}  ({s['how']})"
         )
+    print(
+        "   oxide against each peer (the peer's median / oxide's): "
+        + versus_text(report["wakeup_vs_peers"])
+    )
     return missed
 
 
@@ -652,6 +747,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         n, n_jobs, drain_main, drain_other, wake = 10_000, 5000, 100_000, 20_000, 200
     optional = (
+        ("diskcache-community", community),
         ("diskcache-rs", diskcache_rs),
         ("litequeue", litequeue),
         ("persist-queue", persistqueue),
@@ -659,6 +755,11 @@ def main(argv: list[str] | None = None) -> int:
     missing = [lib for lib, mod in optional if mod is None]
     print(
         f"diskcache_oxide {diskcache_oxide.__version__} | python-diskcache {diskcache.__version__}"
+        + (
+            f" | diskcache-community {_version('diskcache-community')} (plain and SafeDisk)"
+            if community
+            else ""
+        )
         + (f" | diskcache-rs {_version('diskcache-rs')}" if diskcache_rs else "")
         + (f" | litequeue {_version('litequeue')}" if litequeue else "")
         + (f" | persist-queue {_version('persist-queue')}" if persistqueue else "")
@@ -675,18 +776,23 @@ def main(argv: list[str] | None = None) -> int:
         "versions": {
             "diskcache_oxide": diskcache_oxide.__version__,
             "diskcache": diskcache.__version__,
+            "diskcache-community": _version("diskcache-community") if community else None,
             "diskcache-rs": _version("diskcache-rs") if diskcache_rs else None,
             "litequeue": _version("litequeue") if litequeue else None,
             "persist-queue": _version("persist-queue") if persistqueue else None,
         },
         "quick": args.quick,
+        "peers": PEERS,
     }
     report["latency"] = bench_latency(n)
+    report["latency_vs_peers"] = {op: versus(per_lib) for op, per_lib in report["latency"].items()}
     report["take_finish"] = bench_take_finish(n_jobs)
+    report["take_finish_vs_peers"] = versus(report["take_finish"])
     report["ready_waits"] = bench_ready_waits(min(n, 500))
     drains = []
     for lib in ADAPTERS:
-        count = drain_main if lib in ("oxide", "diskcache") else drain_other
+        # python-diskcache's peers drain as many items as it does, so the ratios compare alike.
+        count = drain_main if lib == "oxide" or lib in PEERS else drain_other
         for batch in (1, 100):
             if batch > 1 and not ADAPTERS[lib].has_batch:
                 continue
@@ -699,7 +805,24 @@ def main(argv: list[str] | None = None) -> int:
                     file=sys.stderr,
                 )
     report["drain"] = drains
-    report["wakeup"] = {lib: bench_wakeup(lib, wake) for lib in ("oxide", "diskcache")}
+    report["drain_vs_peers"] = [
+        {
+            "batch": batch,
+            "workers": workers,
+            "ratios": versus(
+                {
+                    r["library"]: r
+                    for r in drains
+                    if r["batch"] == batch and r["workers"] == workers and not r["errors"]
+                },
+                higher=True,
+            ),
+        }
+        for batch in (1, 100)
+        for workers in (1, 2, 4)
+    ]
+    report["wakeup"] = {lib: bench_wakeup(lib, wake) for lib in ("oxide", *PEERS)}
+    report["wakeup_vs_peers"] = versus(report["wakeup"])
     missed = print_report(report)
     report["targets"] = {
         "push/pull/peek ratio": TARGET_LATENCY_RATIO,

@@ -1,6 +1,7 @@
-"""Threads sharing one handle: diskcache_oxide beside python-diskcache 5.6.3, in one run.
+"""Threads sharing one handle: diskcache_oxide beside python-diskcache 5.6.3 and diskcache-community
+5.8.1 (plain, and with ``SafeDisk``), in one run.
 
-Issue 23's threads row, measured the same way for both libraries:
+Issue 23's threads row, measured the same way for every library:
 
 - one handle, ``Cache(directory)`` (and ``FanoutCache(directory, shards=4, timeout=1.0)``, as in
   benches/bench_mixed.py), opened once and shared by 1, 2, 4 and 8 threads of this process;
@@ -8,6 +9,10 @@ Issue 23's threads row, measured the same way for both libraries:
   (10%) of a value of 1 to 99 repeats of its number, drawn as python-diskcache's benchmark
   draws its mix (benches/shared.py ``plan``), seeded by the thread's number, so each library
   gets the very same operations;
+- diskcache-community (python-diskcache's maintained fork) run twice: plain
+  ("diskcache-community") and with ``disk=SafeDisk``, its restricted unpickling and fix for
+  CVE-2025-69872 ("community+SafeDisk"); it is optional, and where it does not import its
+  columns are skipped and the run says so;
 - every thread does the same number of operations; each warms up first (python-diskcache
   opens a SQLite connection per thread on its first call), then all start together at a
   barrier; the total is all threads' operations over the time from the first thread's first
@@ -16,9 +21,11 @@ Issue 23's threads row, measured the same way for both libraries:
   libraries in turn; the median run is reported.
 
 Ratios are ours / python-diskcache's ops/s (python-diskcache's time / ours, as in every bench
-here). Issue 23's targets, for Cache and for FanoutCache against python-diskcache's own: ours at
-2, 4 and 8 threads no lower than ours at 1 thread, and at least 2.5x python-diskcache's at every
-thread count. Each is printed with ``met`` or ``MISSED`` and kept in the JSON (``"targets"``).
+here), and the same against each community column (printed in its cell, with no target; in the
+JSON, ``"community_results"``). Issue 23's targets, for Cache and for FanoutCache against
+python-diskcache's own: ours at 2, 4 and 8 threads no lower than ours at 1 thread, and at least
+2.5x python-diskcache's at every thread count. Each is printed with ``met`` or ``MISSED`` and
+kept in the JSON (``"targets"``).
 
     .venv/bin/python benches/bench_threads.py            # full run: 20,000 ops per thread, 3 runs
     .venv/bin/python benches/bench_threads.py --quick    # a short smoke run: 500 ops, 1 run
@@ -41,12 +48,24 @@ from pathlib import Path
 from typing import Any
 
 import diskcache
-from shared import GET, Check, Plan, plan, print_targets, ratio_text, run_facts, write_json
+from shared import (
+    GET,
+    Check,
+    Plan,
+    optional_module,
+    plan,
+    print_targets,
+    ratio_text,
+    run_facts,
+    write_json,
+)
 
 try:
     import diskcache_oxide
 except ImportError:  # pragma: no cover - explained to the user
     sys.exit("diskcache_oxide is not importable: run `make bench` (it builds it first)")
+
+community = optional_module("diskcache_community")
 
 ROOT = Path(__file__).resolve().parent
 KEYS = 1000
@@ -55,6 +74,12 @@ THREADS = (1, 2, 4, 8)
 SHARDS = 4
 FANOUT_TIMEOUT = 1.0
 LIBRARIES = {"python-diskcache": diskcache, "oxide": diskcache_oxide}
+# diskcache-community's two columns, run beside LIBRARIES where it imports: (name, the JSON
+# key of ours over it in our rows, SafeDisk). Their rows are the report's "community_results".
+COMMUNITY = (
+    ("diskcache-community", "ratio_community", False),
+    ("community+SafeDisk", "ratio_community_safedisk", True),
+)
 KINDS = ("Cache", f"FanoutCache(shards={SHARDS})")
 # Issue 23's targets: ours / python-diskcache at every thread count, and ours at n threads /
 # ours at 1 thread (adding threads must not lower the total).
@@ -64,10 +89,16 @@ SCALING_TARGET = 1.0
 
 def open_cache(library: str, kind: str, directory: str) -> Any:
     """A handle of ``kind`` from ``library`` on ``directory``."""
-    module = LIBRARIES[library]
+    extra: dict[str, Any] = {}
+    if library in LIBRARIES:
+        module = LIBRARIES[library]
+    else:  # a community column
+        module = community
+        safe = next(s for name, _, s in COMMUNITY if name == library)
+        extra = {"disk": module.SafeDisk} if safe else {}
     if kind == "Cache":
-        return module.Cache(directory)
-    return module.FanoutCache(directory, shards=SHARDS, timeout=FANOUT_TIMEOUT)
+        return module.Cache(directory, **extra)
+    return module.FanoutCache(directory, shards=SHARDS, timeout=FANOUT_TIMEOUT, **extra)
 
 
 def drive(cache: Any, ops: Plan) -> None:
@@ -170,27 +201,33 @@ def checks(rows: list[dict[str, Any]]) -> list[Check]:
     return out
 
 
-def print_table(rows: list[dict[str, Any]], ops: int) -> None:
-    """Per kind: each thread count's total ops/s for both libraries, the ratio, and ours
-    against ours at 1 thread."""
+def print_table(rows: list[dict[str, Any]], community_rows: list[dict[str, Any]], ops: int) -> None:
+    """Per kind: each thread count's total ops/s for python-diskcache and ours, the ratio, ours
+    against ours at 1 thread, then each community column's ops/s with ours over it."""
+    peers = [name for name, _, _ in COMMUNITY if any(r["library"] == name for r in community_rows)]
     for kind in KINDS:
         print(f"{kind}: one handle shared by N threads, {ops:,} ops per thread (total ops/s)")
         head = (
             f"{'threads':>8}{'python-diskcache':>18}{'diskcache_oxide':>18}"
-            f"{'ours / dc':>11}{'ours / ours@1':>15}"
+            f"{'ours / dc':>11}{'ours / ours@1':>15}" + "".join(f"{name:>22}" for name in peers)
         )
         print(head)
         print("-" * len(head))
-        by = {(r["library"], r["threads"]): r for r in rows if r["kind"] == kind}
+        by = {(r["library"], r["threads"]): r for r in rows + community_rows if r["kind"] == kind}
         one = by[("oxide", 1)]["ops_per_s"] if ("oxide", 1) in by else 0.0
         for n in sorted({r["threads"] for r in rows}):
             dc, ox = by[("python-diskcache", n)], by[("oxide", n)]
             scaling = ox["ops_per_s"] / one if one > 0 else None
+            cells = ""
+            for name, key, _ in COMMUNITY:
+                if name in peers:
+                    cell = f"{by[(name, n)]['ops_per_s']:,.0f} ({ratio_text(ox[key])})"
+                    cells += f"{cell:>22}"
             print(
                 f"{n:>8}{dc['ops_per_s']:>18,.0f}{ox['ops_per_s']:>18,.0f}"
-                f"{ratio_text(ox['ratio']):>11}{ratio_text(scaling):>15}"
+                f"{ratio_text(ox['ratio']):>11}{ratio_text(scaling):>15}{cells}"
             )
-            for r in (dc, ox):
+            for r in (dc, ox, *(by[(name, n)] for name in peers)):
                 if r["errors"]:
                     print(f"{'':>8}{r['library']}: ERRORS {r['errors']}")
         print()
@@ -209,45 +246,75 @@ def main(argv: list[str] | None = None) -> int:
     ops = args.ops or (500 if args.quick else 20_000)
     repeat = args.repeat or (1 if args.quick else 3)
     warmup = min(1000, max(100, ops // 10))
+    community_text = (
+        f"{community.__version__} (plain and with SafeDisk)"
+        if community is not None
+        else "(not installed, skipped)"
+    )
     print(
         f"diskcache_oxide {diskcache_oxide.__version__} vs python-diskcache"
-        f" {diskcache.__version__}: threads sharing one handle\n"
+        f" {diskcache.__version__} and diskcache-community {community_text}:"
+        " threads sharing one handle\n"
         f"Python {platform.python_version()} | {platform.machine()} {os.cpu_count()} cpu"
         f" | 90% get, 10% set over {KEYS:,} bytes keys; {ops:,} ops per thread after"
         f" {warmup:,} untimed; median of {repeat} run{'s' if repeat > 1 else ''}\n"
     )
+    if community is None:
+        print(
+            "diskcache-community is not installed: its columns (plain and with SafeDisk) are"
+            " skipped (`make bench` has it)\n"
+        )
+    peers = [name for name, _, _ in COMMUNITY] if community is not None else []
     started = time.perf_counter()
     rows: list[dict[str, Any]] = []
+    community_rows: list[dict[str, Any]] = []
     for kind in KINDS:
         for threads in THREADS:
-            runs: dict[str, list[dict[str, Any]]] = {library: [] for library in LIBRARIES}
+            runs: dict[str, list[dict[str, Any]]] = {lib: [] for lib in [*LIBRARIES, *peers]}
             for _ in range(repeat):
-                for library in LIBRARIES:  # in turn, so that drift on the machine hits both
+                for library in runs:  # in turn, so that drift on the machine hits them all
                     runs[library].append(bench(library, kind, threads, ops, warmup))
-            pair = {library: median_run(r) for library, r in runs.items()}
-            dc_rate = pair["python-diskcache"]["ops_per_s"]
-            for library, row in pair.items():
-                ratio = row["ops_per_s"] / dc_rate if dc_rate > 0 else None
-                rows.append(
-                    {"library": library, "kind": kind, "threads": threads, **row, "ratio": ratio}
-                )
+            medians = {library: median_run(r) for library, r in runs.items()}
+            dc_rate = medians["python-diskcache"]["ops_per_s"]
+            ours = medians["oxide"]["ops_per_s"]
+            for library, row in medians.items():
+                record = {"library": library, "kind": kind, "threads": threads, **row}
+                # Its ops/s / python-diskcache's (for ours: ours / python-diskcache's).
+                record["ratio"] = row["ops_per_s"] / dc_rate if dc_rate > 0 else None
+                if library == "oxide":  # ours / each community column's (its time / ours)
+                    for name, key, _ in COMMUNITY:
+                        theirs = medians[name]["ops_per_s"] if name in medians else 0.0
+                        record[key] = ours / theirs if theirs > 0 else None
+                if library in LIBRARIES:
+                    rows.append(record)
+                else:  # ours / its ops/s, as in our row
+                    record["ratio_ours"] = ours / row["ops_per_s"] if row["ops_per_s"] > 0 else None
+                    community_rows.append(record)
                 print(
                     f"  {library} {kind} x{threads} threads: {row['ops_per_s']:,.0f} ops/s",
                     file=sys.stderr,
                 )
-    print_table(rows, ops)
+    print_table(rows, community_rows, ops)
     print(
         "ours / dc: our total ops/s / python-diskcache's (its time / ours; higher is better for"
-        " oxide).\nours / ours@1: our total at N threads / ours at 1 thread.\n"
+        " oxide).\nours / ours@1: our total at N threads / ours at 1 thread."
+        + (
+            "\ndiskcache-community, community+SafeDisk: its total ops/s (ours / its, higher is"
+            " better for oxide; no target)."
+            if peers
+            else ""
+        )
+        + "\n"
     )
     targets = print_targets(f"Targets (issue 23), {ops:,} ops per thread:", checks(rows))
-    failed = [r for r in rows if r["errors"]]
+    failed = [r for r in rows + community_rows if r["errors"]]
     elapsed = time.perf_counter() - started
     print((f"RUNS WITH ERRORS: {len(failed)}  " if failed else "") + f"({elapsed:.0f} s)")
     report = {
         **run_facts(),
         "diskcache_version": diskcache.__version__,
         "oxide_version": diskcache_oxide.__version__,
+        "community_version": community.__version__ if community is not None else None,
         "quick": args.quick,
         "workload": {
             "keys": KEYS,
@@ -259,6 +326,10 @@ def main(argv: list[str] | None = None) -> int:
             "fanout": {"shards": SHARDS, "timeout": FANOUT_TIMEOUT},
         },
         "results": rows,
+        # diskcache-community, plain and with SafeDisk: each row's "ratio" is its ops/s over
+        # python-diskcache's, "ratio_ours" ours over its (our rows keep it too, as
+        # "ratio_community" and "ratio_community_safedisk").
+        "community_results": community_rows,
         "targets": targets,
     }
     write_json(args.json, report)

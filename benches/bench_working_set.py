@@ -1,4 +1,5 @@
-"""Gets over a real working set: diskcache_oxide beside python-diskcache 5.6.3 and LMDB.
+"""Gets over a real working set: diskcache_oxide beside python-diskcache 5.6.3, diskcache-community
+5.8.1 (plain, and with ``SafeDisk``, its fix for CVE-2025-69872) and LMDB.
 
 Issue 23's get rows, measured the same way for every store in one run:
 
@@ -6,7 +7,7 @@ Issue 23's get rows, measured the same way for every store in one run:
   run says so), keys ``w-0`` ... with values int, str and dict in turn (benches/shared.py, as
   benches/bench_cache.py's headline get), filled untimed in batches of 10,000, each batch one
   transaction (``set_many`` for diskcache_oxide, ``set`` calls inside ``transact()`` for
-  python-diskcache);
+  python-diskcache and diskcache-community);
 - every call reads a key no call read before, in one random order, the same for every store:
   each a hit, and diskcache_oxide's memo of recent reads (D-017) can serve none of them; every
   call timed on its own (``time.perf_counter_ns``, garbage collector off) after a warm-up of
@@ -14,6 +15,11 @@ Issue 23's get rows, measured the same way for every store in one run:
 - ``Cache(directory)`` and ``FanoutCache(directory, shards=4, timeout=1.0)`` of each library,
   each against its python-diskcache peer: ratio = python-diskcache's median / ours, target at
   least 2.5x;
+- the same gets on diskcache-community's ``Cache`` and ``FanoutCache``, plain
+  ("diskcache-community") and with ``disk=SafeDisk`` ("community+SafeDisk", the restricted
+  unpickling a cache that others can write to needs), in their own table: ratio = their
+  median / ours (higher is better for us; no target). diskcache-community is optional: where
+  it is not installed its columns are skipped, saying so;
 - LMDB through py-lmdb (``lmdb`` in benches/requirements.txt), a near-physical reference for a
   store that several processes share: the same keys, their values pickled, one read
   transaction per get (``with env.begin() as txn: txn.get(key)``), bytes out with nothing
@@ -74,11 +80,23 @@ except ImportError:  # pragma: no cover - explained to the user
 # py-lmdb is `make bench`'s (benches/requirements.txt), not `make test`'s or mypy's: imported
 # with importlib so that a missing one skips its rows.
 lmdb = optional_module("lmdb")
+community = optional_module("diskcache_community")
 
 ROOT = Path(__file__).resolve().parent
 SHARDS = 4
 FANOUT_TIMEOUT = 1.0
-LIBRARIES = {"python-diskcache": diskcache, "oxide": diskcache_oxide}
+#: The implementations run, in order: name -> (module, whether opened with ``disk=SafeDisk``).
+#: diskcache-community's two are there only where it is installed.
+LIBRARIES: dict[str, tuple[Any, bool]] = {
+    "python-diskcache": (diskcache, False),
+    "oxide": (diskcache_oxide, False),
+}
+COMMUNITY = ("diskcache-community", "community+SafeDisk")
+if community is not None:
+    LIBRARIES[COMMUNITY[0]] = (community, False)
+    LIBRARIES[COMMUNITY[1]] = (community, True)
+#: Each library that ours is compared with.
+PEERS = [name for name in LIBRARIES if name != "oxide"]
 KINDS = ("Cache", f"FanoutCache(shards={SHARDS})")
 SPEEDUP_TARGET = 2.5  # python-diskcache's median / ours
 LMDB_TARGET = 2.0  # ours / LMDB's, at most
@@ -90,10 +108,11 @@ STATS = ("median_us", "p90_us", "p99_us")
 
 def open_cache(library: str, kind: str, directory: str) -> Any:
     """A handle of ``kind`` from ``library`` on ``directory``."""
-    module = LIBRARIES[library]
+    module, safe = LIBRARIES[library]
+    extra = {"disk": module.SafeDisk} if safe else {}
     if kind == "Cache":
-        return module.Cache(directory)
-    return module.FanoutCache(directory, shards=SHARDS, timeout=FANOUT_TIMEOUT)
+        return module.Cache(directory, **extra)
+    return module.FanoutCache(directory, shards=SHARDS, timeout=FANOUT_TIMEOUT, **extra)
 
 
 def read_order(size: int, count: int) -> list[int]:
@@ -255,8 +274,36 @@ def print_routing(routing: list[dict[str, Any]]) -> None:
     print()
 
 
+def print_community(rows: list[dict[str, Any]]) -> None:
+    """The same gets on diskcache-community, plain and with SafeDisk, each over ours (our
+    figures are in the table above)."""
+    if community is None:
+        print(
+            "diskcache-community: skipped: diskcache_community is not installed"
+            " (`make bench` has it)\n"
+        )
+        return
+    print(
+        f"The same gets on diskcache-community {community.__version__}, plain and with SafeDisk"
+        " (us per call; ratio: theirs / ours)"
+    )
+    stat_head = f"{'median':>8}{'p90':>8}{'p99':>8}"
+    print(f"{'':<37}" + "".join(f"{name:>24}" for name in COMMUNITY))
+    head = f"{'entries':>12}  {'kind':<23}{stat_head}{stat_head}"
+    head += "".join(f"{label:>18}" for label in ("community / ours", "SafeDisk / ours"))
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        line = f"{r['entries']:>12,}  {r['kind']:<23}"
+        line += "".join(cells(r[name]) for name in COMMUNITY)
+        line += "".join(f"{ratio_text(r['ratios'][name]):>18}" for name in COMMUNITY)
+        print(line)
+    print()
+
+
 def print_tables(rows: list[dict[str, Any]], lmdb_rows: list[dict[str, Any]], skip: str) -> None:
-    """The get table (both libraries, each kind and size), then LMDB beside our Cache."""
+    """The get table (python-diskcache and ours, each kind and size), diskcache-community's
+    (plain and with SafeDisk), then LMDB beside our Cache."""
     print("Get hit, memo not hit: each call reads a key no call read before (us per call)")
     stat_head = f"{'median':>8}{'p90':>8}{'p99':>8}"
     print(f"{'':<37}{'python-diskcache':>24}{'diskcache_oxide':>24}")
@@ -269,6 +316,7 @@ def print_tables(rows: list[dict[str, Any]], lmdb_rows: list[dict[str, Any]], sk
             f"{cells(r['oxide'])}{ratio_text(r['ratio']):>11}"
         )
     print()
+    print_community(rows)
     if skip:
         print(f"LMDB: skipped: {skip}\n")
         return
@@ -311,7 +359,9 @@ def main(argv: list[str] | None = None) -> int:
     sized = ", ".join(f"{s:,}" for s in sizes)
     print(
         f"diskcache_oxide {diskcache_oxide.__version__} vs python-diskcache"
-        f" {diskcache.__version__} and py-lmdb {lmdb.__version__ if lmdb else '(not installed)'}:"
+        f" {diskcache.__version__}, diskcache-community"
+        f" {community.__version__ + ' (plain and SafeDisk)' if community else '(not installed)'}"
+        f" and py-lmdb {lmdb.__version__ if lmdb else '(not installed)'}:"
         f" gets over a working set\nPython {platform.python_version()} | {platform.machine()}"
         f" {os.cpu_count()} cpu | caches of {sized} entries; {n:,} timed gets each after"
         f" {warm:,} untimed"
@@ -328,14 +378,25 @@ def main(argv: list[str] | None = None) -> int:
     for size in sizes:
         reads = [working_set_key(j) for j in read_order(size, n + 1 + warm)]
         for kind in KINDS:
-            pair = {lib: bench_cache(lib, kind, size, reads, n, warm) for lib in LIBRARIES}
-            dc, ox = pair["python-diskcache"], pair["oxide"]
+            each = {lib: bench_cache(lib, kind, size, reads, n, warm) for lib in LIBRARIES}
+            ox = each["oxide"]
+            # Each peer's median / ours; "ratio" is python-diskcache's (issue 23's target).
+            ratios = {peer: each[peer]["median_us"] / ox["median_us"] for peer in PEERS}
             rows.append(
-                {"entries": size, "kind": kind, **pair, "ratio": dc["median_us"] / ox["median_us"]}
+                {
+                    "entries": size,
+                    "kind": kind,
+                    **each,
+                    "ratio": ratios["python-diskcache"],
+                    "ratios": ratios,
+                }
             )
             print(
-                f"  {size:,} {kind}: python-diskcache {dc['median_us']:.1f} us (filled in"
-                f" {dc['fill_s']:.1f} s), oxide {ox['median_us']:.1f} us (in {ox['fill_s']:.1f} s)",
+                f"  {size:,} {kind}: "
+                + ", ".join(
+                    f"{lib} {s['median_us']:.1f} us (filled in {s['fill_s']:.1f} s)"
+                    for lib, s in each.items()
+                ),
                 file=sys.stderr,
             )
         if not skip:
@@ -349,7 +410,8 @@ def main(argv: list[str] | None = None) -> int:
     print_routing(routing)
     print(
         "dc / ours: python-diskcache's median / ours, each kind against its own (higher is"
-        " better for oxide)."
+        " better for oxide);\ncommunity / ours, SafeDisk / ours: the same for"
+        " diskcache-community, plain and with SafeDisk."
         + ("" if skip else "\nours / LMDB: our Cache's median / LMDB's (lower is better).")
         + "\n"
     )
@@ -357,9 +419,9 @@ def main(argv: list[str] | None = None) -> int:
         f"Targets (issue 23), {n:,} gets per row" + (" (LMDB's skipped):" if skip else ":"),
         checks(rows, lmdb_rows, routing),
     )
-    missed = [
-        f"{r['entries']:,} {kind}" for r in rows for kind in LIBRARIES if not r[kind]["hit"]
-    ] + [f"{r['entries']:,} LMDB" for r in lmdb_rows if not r["lmdb"]["hit"]]
+    missed = [f"{r['entries']:,} {lib}" for r in rows for lib in LIBRARIES if not r[lib]["hit"]] + [
+        f"{r['entries']:,} LMDB" for r in lmdb_rows if not r["lmdb"]["hit"]
+    ]
     missed += [
         f"{r['label']} {k}" for r in routing for k in ("Cache", "FanoutCache") if not r[k]["hit"]
     ]
@@ -368,14 +430,19 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         **run_facts(),
         "diskcache_version": diskcache.__version__,
+        "community_version": community.__version__ if community else None,
         "oxide_version": diskcache_oxide.__version__,
         "lmdb_version": lmdb.__version__ if lmdb else None,
+        "libraries": list(LIBRARIES),
         "quick": args.quick,
         "sizes": sizes,
         "reads": n,
         "warmup": warm,
         "fanout": {"shards": SHARDS, "timeout": FANOUT_TIMEOUT},
-        "skipped": {"lmdb": skip} if skip else {},
+        "skipped": {
+            **({"lmdb": skip} if skip else {}),
+            **({} if community else {"diskcache-community": "not installed"}),
+        },
         "results": rows,
         "lmdb": lmdb_rows,
         "routing": routing,

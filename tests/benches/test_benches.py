@@ -74,15 +74,54 @@ def test_the_cache_benchmark_reports_each_row_with_its_ratio(tmp_path: Path) -> 
     assert stdout.index(headline[0]["op"]) < stdout.index("memo-friendly")
     assert stdout.index("memo-friendly") < stdout.index(memo[0]["op"])
 
+    community_version: str | None = None
+    try:  # diskcache-community is optional: its columns are checked where it imports
+        from diskcache_community import __version__ as community_version
+    except ImportError:
+        pass
+    # diskcache-community, plain and with SafeDisk, in the same run: each row's median and
+    # ratio against ours (or why it is n/a), in a table naming both columns.
+    if community_version is None:
+        assert report["community_version"] is None
+        assert "diskcache-community is not installed" in stdout
+        return
+    assert report["community_version"] == community_version
+    for key in ("community", "community_safedisk"):
+        for row in rows:
+            peer, ratio = row[key], row[f"ratio_{key}"]
+            if peer is None:
+                assert ratio is None and row[f"{key}_note"], row
+            else:
+                assert 0 < peer["median_us"] <= peer["p99_us"], row
+                assert ratio == pytest.approx(peer["median_us"] / row["oxide"]["median_us"])
+        # Both return what python-diskcache returns for the headline get.
+        assert headline[0][key] is not None and headline[0][f"ratio_{key}"] > 0, headline[0]
+    table = stdout[stdout.index("Beside diskcache-community") :]
+    assert "diskcache-community" in table and "community+SafeDisk" in table
+    assert "vs community" in table and "vs SafeDisk" in table
+    line = next(line for line in table.splitlines() if line.startswith(headline[0]["op"]))
+    assert f"{headline[0]['ratio_community']:.2f}x" in line, line
+    assert f"{headline[0]['ratio_community_safedisk']:.2f}x" in line, line
+
 
 def test_the_mixed_benchmark_reports_each_row_with_its_ratios(tmp_path: Path) -> None:
     report, stdout = run_quick("bench_mixed.py", tmp_path / "mixed.json")
     rows = report["results"]
     kinds = {"Cache", "FanoutCache(shards=4)"}
+    # diskcache-community is optional: where it is installed, it runs plain and with SafeDisk.
+    try:
+        __import__("diskcache_community")
+        has_community = True
+    except ImportError:
+        has_community = False
+    community = ["diskcache-community", "community+SafeDisk"] if has_community else []
+    peers = ["python-diskcache", *community]
+    assert (report["community_version"] is not None) == has_community
+    assert report["libraries"] == ["python-diskcache", "oxide", *community]
     seen = {(row["library"], row["kind"], row["processes"]) for row in rows}
     assert seen == {
         (library, kind, procs)
-        for library in ("python-diskcache", "oxide")
+        for library in ("oxide", *peers)
         for kind in kinds
         for procs in (1, 4)
     }
@@ -101,11 +140,24 @@ def test_the_mixed_benchmark_reports_each_row_with_its_ratios(tmp_path: Path) ->
     }
     for c in comparisons:
         assert c["ratios"]["wall"] > 0, c
-        for action in ("get", "set", "all"):
-            ratios = c["ratios"][action]
-            assert all(ratios[stat] > 0 for stat in ("median_us", "p90_us", "p99_us", "max_us"))
+        assert list(c["peers"]) == peers and c["peers"]["python-diskcache"] == c["ratios"]
+        for peer_ratios in c["peers"].values():
+            assert peer_ratios["wall"] > 0, c
+            for action in ("get", "set", "all"):
+                ratios = peer_ratios[action]
+                stats = ("median_us", "p90_us", "p99_us", "max_us")
+                assert all(ratios[stat] > 0 for stat in stats), c
     for heading in ("1 process x", "4 processes x", "python-diskcache / oxide", "wall"):
         assert heading in stdout, heading
+    # Each peer has its own table beside ours, and its column in the summary.
+    summary = stdout[stdout.index("Against each peer, peer / oxide") :].splitlines()[1]
+    lines = stdout.splitlines()
+    for peer in peers:
+        heads = [line for line in lines if line.endswith(f" {peer} / oxide")]
+        assert len(heads) == 2, peer  # one table per process count
+        assert peer in summary, peer
+    if not has_community:
+        assert "diskcache-community is not installed: its columns are skipped" in stdout
 
     # Issue 23's targets, after the tables: per process count and kind, the total time at
     # least 3x, no action's median, p90 or p99 below 1x, the median get at least 2.5x.
@@ -168,6 +220,42 @@ def test_the_threads_benchmark_reports_each_thread_count_with_its_targets(tmp_pa
     assert {(t["label"], t["bound"]) for t in report["targets"]} == expected
     assert_verdicts(report["targets"], stdout[stdout.index("Targets (issue 23)") :])
 
+    community_version: str | None = None
+    try:  # diskcache-community is optional: its columns are checked where it imports
+        from diskcache_community import __version__ as community_version
+    except ImportError:
+        pass
+    # diskcache-community, plain and with SafeDisk, in the same run: every (kind, thread count),
+    # with ours over it in our rows and printed in its own column of each table.
+    peers = ("diskcache-community", "community+SafeDisk")
+    ours = [r for r in rows if r["library"] == "oxide"]
+    if community_version is None:
+        assert report["community_version"] is None and report["community_results"] == []
+        assert all(r["ratio_community"] is None for r in ours)
+        assert "diskcache-community is not installed" in stdout
+        return
+    assert report["community_version"] == community_version
+    community_rows = report["community_results"]
+    assert {(r["library"], r["kind"], r["threads"]) for r in community_rows} == {
+        (library, kind, n) for library in peers for kind in kinds for n in (1, 2, 4, 8)
+    }
+    by = {(r["library"], r["kind"], r["threads"]): r for r in community_rows}
+    for r in community_rows:
+        assert not r["errors"], r
+        assert r["ops"] == r["threads"] * per_thread and r["ops_per_s"] > 0, r
+        assert r["ratio"] > 0 and r["ratio_ours"] > 0, r
+    for r in ours:
+        for library, key in zip(
+            peers, ("ratio_community", "ratio_community_safedisk"), strict=True
+        ):
+            theirs = by[(library, r["kind"], r["threads"])]
+            assert r[key] == pytest.approx(r["ops_per_s"] / theirs["ops_per_s"]), r
+            assert r[key] == theirs["ratio_ours"]
+    for kind in kinds:
+        table = stdout[stdout.index(f"{kind}: one handle shared by N threads") :]
+        header = table.splitlines()[1]
+        assert "diskcache-community" in header and "community+SafeDisk" in header, header
+
 
 def test_the_working_set_benchmark_reports_each_get_with_its_target(tmp_path: Path) -> None:
     report, stdout = run_quick("bench_working_set.py", tmp_path / "working_set.json")
@@ -177,13 +265,33 @@ def test_the_working_set_benchmark_reports_each_get_with_its_target(tmp_path: Pa
     kinds = ("Cache", "FanoutCache(shards=4)")
     rows = report["results"]
     assert {(r["entries"], r["kind"]) for r in rows} == {(s, k) for s in sizes for k in kinds}
+    # diskcache-community is optional: where it is installed, it runs plain and with SafeDisk.
+    try:
+        __import__("diskcache_community")
+        has_community = True
+    except ImportError:
+        has_community = False
+    community = ["diskcache-community", "community+SafeDisk"] if has_community else []
+    assert (report["community_version"] is not None) == has_community
+    assert report["libraries"] == ["python-diskcache", "oxide", *community]
     for r in rows:
-        for library in ("python-diskcache", "oxide"):
+        for library in ("python-diskcache", "oxide", *community):
             stats = r[library]
             assert stats["hit"], r  # every timed read is a hit
             assert stats["n"] == report["reads"], r
             assert 0 < stats["median_us"] <= stats["p90_us"] <= stats["p99_us"], r
         assert r["ratio"] > 0, r
+        assert list(r["ratios"]) == ["python-diskcache", *community], r
+        assert r["ratios"]["python-diskcache"] == r["ratio"], r
+        for library in community:
+            assert r["ratios"][library] == r[library]["median_us"] / r["oxide"]["median_us"], r
+    if has_community:
+        table = stdout[stdout.index("The same gets on diskcache-community") :]
+        head = table.splitlines()[1]
+        assert "diskcache-community" in head and "community+SafeDisk" in head, head
+        assert "community / ours" in table and "SafeDisk / ours" in table
+    else:
+        assert "diskcache-community: skipped" in stdout
     expected = {
         (f"{s:,} entries, {k}: vs python-diskcache", 2.5, False) for s in sizes for k in kinds
     }
