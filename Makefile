@@ -44,8 +44,11 @@ api: build
 rust-test: $(DEPS)
 	cargo test -p diskcache-oxide-engine --quiet
 
+# Then the Django backend's tests again with every LOCATION a Redis URL (tests/django/conftest.py
+# starts its own server): DjangoCache opens its LOCATION with diskcache_oxide.open().
 py-test: build
 	$(BIN)/python -m pytest
+	DCO_DJANGO_BACKEND=redis $(BIN)/python -m pytest tests/django
 
 # The queue, job, claim and compute-once tests again with the portable fallbacks forced
 # (polling wake-ups, SQLite's own WAL index locks: D-040), as they run where there is no inotify.
@@ -58,9 +61,11 @@ portable-test: build
 # python-diskcache 5.6.3's own tests (test_core, test_fanout, test_deque, test_index,
 # test_recipes) against diskcache_oxide, once with pickle=True and once in the safe format.
 # The first run downloads the sdist with pip into target/upstream/; tests/upstream/deselected.txt
-# lists what is not run, and why.
+# lists what is not run, and why. Then the same for diskcache-community 5.8.1's copies of those
+# tests (its sdist holds them too; tests/upstream/deselected-community.txt).
 upstream-test: build
 	$(BIN)/python tests/upstream/run.py
+	$(BIN)/python tests/upstream/run.py --suite community
 
 # The wheel as a user gets it: the manylinux2014 wheel of this machine's CPU that `make wheels`
 # builds (the one pip picks on any glibc Linux, not a build tagged for this machine's glibc),

@@ -47,6 +47,16 @@ def test_read_true_returns_a_file_for_large_bytes(cache):
         assert handle.read() == data
 
 
+def test_read_true_names_its_file_by_a_str_path(cache):
+    # python-diskcache returns open(full_path, 'rb'), whose name is a str path: callers build
+    # paths from it (python-diskcache's and its fork's test_check do full_path + "_moved").
+    cache.set("f", big(3))
+    with cache.get("f", read=True) as handle:
+        assert isinstance(handle.name, str)
+        assert os.path.isfile(handle.name)
+        assert os.path.realpath(handle.name).startswith(os.path.realpath(cache.directory))
+
+
 def test_read_missing_raises(cache):
     with pytest.raises(KeyError):
         cache.read("missing")

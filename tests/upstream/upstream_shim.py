@@ -1,4 +1,5 @@
-"""pytest plugin: run python-diskcache 5.6.3's own tests against diskcache_oxide.
+"""pytest plugin: run python-diskcache 5.6.3's own tests (or diskcache-community 5.8.1's)
+against diskcache_oxide.
 
 Loaded with ``-p upstream_shim`` by ``tests/upstream/run.py`` (never a conftest.py, so the
 repository's own test run does not pick it up). Before collection it puts shim modules
@@ -6,11 +7,17 @@ repository's own test run does not pick it up). Before collection it puts shim m
 ``diskcache.recipes`` into ``sys.modules``, made from diskcache_oxide's, so the upstream
 tests import diskcache_oxide instead of the python-diskcache wheel installed in .venv.
 
+``--upstream-suite=community`` does the same under the name of diskcache-community's package
+(``diskcache_community`` and its four submodules) for that fork's copies of the tests, and
+reads its own deselect list; ``diskcache`` is then left alone. The default,
+``--upstream-suite=python-diskcache``, is the behaviour described above.
+
 ``--upstream-mode=pickle`` makes every Cache the tests open (directly, or inside a
 FanoutCache, Deque or Index) default to ``pickle=True``; ``--upstream-mode=safe`` runs
 diskcache_oxide as it ships (the safe format, D-003).
 
-The tests listed in ``deselected.txt`` for the mode are deselected, each with its reason;
+The tests listed in the suite's deselect list (``deselected.txt``, or
+``deselected-community.txt``) for the mode are deselected, each with its reason;
 an entry that matches no collected test is an error, so the list cannot go stale silently.
 """
 
@@ -19,9 +26,10 @@ from __future__ import annotations
 import os
 import sys
 import types
-from typing import Any
+from typing import Any, NamedTuple
 
 import diskcache_oxide
+import diskcache_oxide._open
 import diskcache_oxide.core
 import diskcache_oxide.fanout
 import diskcache_oxide.persistent
@@ -29,7 +37,27 @@ import diskcache_oxide.recipes
 import pytest
 
 MODES = ("pickle", "safe")
-DESELECTED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "deselected.txt")
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class Suite(NamedTuple):
+    """A test suite run against diskcache_oxide: whose it is and what the shim is named."""
+
+    title: str  # for the report header
+    package: str  # the package name the suite's tests import
+    deselected: str  # the deselect list
+
+
+SUITES = {
+    "python-diskcache": Suite(
+        "python-diskcache 5.6.3", "diskcache", os.path.join(HERE, "deselected.txt")
+    ),
+    "community": Suite(
+        "diskcache-community 5.8.1",
+        "diskcache_community",
+        os.path.join(HERE, "deselected-community.txt"),
+    ),
+}
 
 
 class PickleCache(diskcache_oxide.Cache):
@@ -56,7 +84,9 @@ class JSONDisk(Disk):
     """Stands in for python-diskcache's ``JSONDisk`` (see :class:`Disk`)."""
 
 
-def _module(name: str, source: types.ModuleType, **overrides: Any) -> types.ModuleType:
+def _module(
+    name: str, source: types.ModuleType, package: str, **overrides: Any
+) -> types.ModuleType:
     module = types.ModuleType(name, source.__doc__)
     module.__dict__.update(
         (key, value)
@@ -64,12 +94,21 @@ def _module(name: str, source: types.ModuleType, **overrides: Any) -> types.Modu
         if key not in ("__name__", "__spec__", "__loader__", "__path__", "__package__")
     )
     module.__dict__.update(overrides)
-    module.__package__ = "diskcache"
+    module.__package__ = package
     return module
 
 
-def install(mode: str) -> None:
-    """Put the ``diskcache`` shim modules into ``sys.modules`` for ``mode``."""
+def _pickling_open_directory(path: Any, **settings: Any) -> Any:
+    """``_open.open_directory`` with ``pickle=True`` unless told otherwise (pickle mode)."""
+    settings.setdefault("pickle", True)
+    return _open_directory(path, **settings)
+
+
+_open_directory = diskcache_oxide._open.open_directory
+
+
+def install(mode: str, package_name: str = "diskcache") -> None:
+    """Put the shim modules of ``package_name`` into ``sys.modules`` for ``mode``."""
     extra: dict[str, Any] = {"Disk": Disk, "JSONDisk": JSONDisk}
     if mode == "pickle":
         extra["Cache"] = PickleCache
@@ -77,27 +116,31 @@ def install(mode: str) -> None:
         # index()), a Deque and an Index through these modules' ``Cache``; in this test
         # process only, point those at the pickling default too.
         diskcache_oxide.fanout.Cache = PickleCache  # type: ignore[misc]
-        diskcache_oxide.persistent.Cache = PickleCache  # type: ignore[misc]
+        # A Deque or Index opens its cache through _open.open_directory (by name in
+        # persistent's namespace), which imports core's Cache when called.
+        diskcache_oxide.persistent.open_directory = _pickling_open_directory  # type: ignore[attr-defined]
     for name in [
-        name for name in sys.modules if name == "diskcache" or name.startswith("diskcache.")
+        name for name in sys.modules if name == package_name or name.startswith(f"{package_name}.")
     ]:
         del sys.modules[name]
-    package = _module("diskcache", diskcache_oxide, **extra)
+    package = _module(package_name, diskcache_oxide, package_name, **extra)
     package.__path__ = []  # a package, so ``import diskcache.core`` looks in sys.modules
-    sys.modules["diskcache"] = package
+    sys.modules[package_name] = package
     for sub in ("core", "fanout", "persistent", "recipes"):
         source = getattr(diskcache_oxide, sub)
-        module = _module(f"diskcache.{sub}", source, **extra if sub == "core" else {})
+        module = _module(
+            f"{package_name}.{sub}", source, package_name, **extra if sub == "core" else {}
+        )
         if mode == "pickle" and sub != "core" and hasattr(module, "Cache"):
             module.Cache = PickleCache
-        sys.modules[f"diskcache.{sub}"] = module
+        sys.modules[f"{package_name}.{sub}"] = module
         setattr(package, sub, module)
 
 
-def read_deselected(mode: str) -> dict[str, str]:
-    """The ``file::test`` ids deselected in ``mode``, with their reasons."""
+def read_deselected(mode: str, path: str = SUITES["python-diskcache"].deselected) -> dict[str, str]:
+    """The ``file::test`` ids that the list at ``path`` deselects in ``mode``, with reasons."""
     entries: dict[str, str] = {}
-    with open(DESELECTED, encoding="utf-8") as lines:
+    with open(path, encoding="utf-8") as lines:
         for number, line in enumerate(lines, 1):
             line = line.strip()
             if not line or line.startswith("#"):
@@ -105,7 +148,7 @@ def read_deselected(mode: str) -> dict[str, str]:
             fields = [field.strip() for field in line.split("|")]
             if len(fields) != 3 or fields[1] not in ("both", *MODES) or not fields[2]:
                 raise pytest.UsageError(
-                    f"{DESELECTED}:{number}: expected 'file::test | both|pickle|safe | reason'"
+                    f"{path}:{number}: expected 'file::test | both|pickle|safe | reason'"
                 )
             test_id, modes, reason = fields
             if modes in ("both", mode):
@@ -120,14 +163,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         required=True,
         help="pickle: every Cache defaults to pickle=True; safe: diskcache_oxide's default",
     )
+    parser.addoption(
+        "--upstream-suite",
+        choices=tuple(SUITES),
+        default="python-diskcache",
+        help="whose tests run: python-diskcache's (as diskcache) or diskcache-community's",
+    )
+
+
+def _suite(config: pytest.Config) -> Suite:
+    return SUITES[config.getoption("--upstream-suite")]
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    install(config.getoption("--upstream-mode"))
+    install(config.getoption("--upstream-mode"), _suite(config).package)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    entries = read_deselected(config.getoption("--upstream-mode"))
+    deselected = _suite(config).deselected
+    entries = read_deselected(config.getoption("--upstream-mode"), deselected)
     keep: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
     matched: set[str] = set()
@@ -140,7 +194,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             keep.append(item)
     unknown = sorted(set(entries) - matched)
     if unknown:
-        raise pytest.UsageError(f"{DESELECTED}: no such test: {', '.join(unknown)}")
+        raise pytest.UsageError(f"{deselected}: no such test: {', '.join(unknown)}")
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
@@ -148,4 +202,4 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_report_header(config: pytest.Config) -> str:
     mode = config.getoption("--upstream-mode")
-    return f"python-diskcache 5.6.3 tests against diskcache_oxide, mode: {mode}"
+    return f"{_suite(config).title} tests against diskcache_oxide, mode: {mode}"
