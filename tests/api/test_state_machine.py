@@ -270,7 +270,7 @@ def test_cache_against_the_model(make_cache: Any, backend: Any) -> None:
     run_state_machine_as_test(
         lambda: CacheMachine(make_cache, backend.remote),
         settings=settings(
-            max_examples=60 if backend.name == "cluster" else 150,
+            max_examples=60 if backend.cluster else 150,
             stateful_step_count=50,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow],

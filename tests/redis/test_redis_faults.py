@@ -84,9 +84,17 @@ def _queue(cache: RedisCache) -> list[Any]:
 # ----- b. a connection dropped after the request was sent --------------------------------------
 
 
+#: The fault tests that run on Valkey too (issue 33): a cut reply, a restart with AOF mid-drain,
+#: SIGSTOP, WAIT with replicas. The rest stay on Redis: they test our client and link, which
+#: do the same on either server (docs/testing.md).
+ON_BOTH_SERVERS = pytest.mark.parametrize("server_program", ["redis", "valkey"], indirect=True)
+
+
 @pytest.fixture
-def proxied(redis_url: str) -> Any:
-    """``(cache over a cutting proxy, cache straight to the server, proxy)`` in one namespace."""
+def proxied(request: pytest.FixtureRequest, server_program: str) -> Any:
+    """``(cache over a cutting proxy, cache straight to the server, proxy)`` in one namespace,
+    on the session's Redis or Valkey server (``server_program``)."""
+    redis_url = str(request.getfixturevalue(f"{server_program}_url"))
     port = int(redis_url.rsplit(":", 1)[1].split("/")[0])
     namespace = _namespace()
     with redis_servers.CuttingProxy(port) as proxy:
@@ -178,6 +186,7 @@ def _cut_acquire(through: RedisCache, direct: RedisCache, proxy: Any) -> None:
     assert holder is not None and holder[0] == "token-1"
 
 
+@ON_BOTH_SERVERS
 @pytest.mark.parametrize(
     "case",
     [
@@ -449,6 +458,7 @@ def _drains() -> dict[str, Drain]:
 DRAIN_ITEMS = 400
 
 
+@ON_BOTH_SERVERS
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["cache-queue", "job-queue"])
 @pytest.mark.parametrize("outage", ["within-reconnect_for", "beyond-reconnect_for"])
@@ -559,6 +569,7 @@ def test_a_restart_with_aof_mid_drain(make_redis_server: Any, kind: str, outage:
 # ----- c. a server that stops answering ------------------------------------------------------
 
 
+@ON_BOTH_SERVERS
 def test_a_stopped_server_times_out_with_an_error_naming_the_setting(
     make_redis_server: Any,
 ) -> None:
@@ -621,6 +632,7 @@ def master_and_replica(make_redis_server: Any) -> tuple[Any, Any]:
         time.sleep(0.05)
 
 
+@ON_BOTH_SERVERS
 def test_replicas_waits_after_writes_and_says_when_a_write_may_not_survive(
     master_and_replica: tuple[Any, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
