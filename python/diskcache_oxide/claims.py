@@ -23,8 +23,6 @@ import functools
 import inspect
 import logging
 import os
-import secrets
-import socket
 import sys
 import threading
 from collections.abc import Callable, Collection
@@ -180,9 +178,11 @@ class Claims(Generic[C]):
         """Take the claim on ``key`` for ``lease`` seconds if nobody holds it (a claim whose
         lease ran out counts as free); None if it is held. Never waits."""
         seconds = _lease(lease)
-        token = secrets.token_hex(16)
+        # What secrets.token_hex and socket.gethostname return, without importing either
+        # module with the package (import time, issue 33).
+        token = os.urandom(16).hex()
         taken = self._backend.try_acquire(
-            self._namespace, key, seconds, token, socket.gethostname(), os.getpid()
+            self._namespace, key, seconds, token, os.uname().nodename, os.getpid()
         )
         return Claim(self, key, token, seconds) if taken else None
 

@@ -22,8 +22,6 @@ import functools
 import math
 import os
 import random
-import secrets
-import socket
 import threading
 import time
 from collections.abc import Callable, Collection
@@ -69,8 +67,10 @@ def _owner() -> str:
     pid = os.getpid()
     token = _PROCESS_TOKENS.get(pid)
     if token is None:
-        # setdefault is atomic: two threads racing here agree on one token.
-        fresh = f"{socket.gethostname()}:{pid}:{secrets.token_hex(4)}"
+        # setdefault is atomic: two threads racing here agree on one token. The host name and
+        # random part as socket.gethostname() and secrets.token_hex(4) give them, without
+        # importing either module with the package (import time, issue 33).
+        fresh = f"{os.uname().nodename}:{pid}:{os.urandom(4).hex()}"
         token = _PROCESS_TOKENS.setdefault(pid, fresh)
     return f"{token}:{threading.get_ident()}"
 
