@@ -475,6 +475,15 @@ def memoize_stampede(
     if callable(name):
         raise TypeError("name cannot be callable")
 
+    def early_now(expire_time: float | None, delta: float) -> bool:
+        """Whether this call recomputes a result that took ``delta`` seconds and expires at
+        ``expire_time`` (None: never), more likely the nearer the expiry and the larger
+        ``delta`` and ``beta``."""
+        if expire_time is None:
+            return False
+        ttl = expire_time - time.time()
+        return -delta * beta * math.log(random.random()) >= ttl
+
     def timed(
         func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> tuple[Any, float]:
@@ -494,10 +503,7 @@ def memoize_stampede(
             cache.set(key, (result, delta), expire=expire, tag=tag, retry=True)
             return result
         result, delta = pair
-        if expire_time is None:
-            return result
-        ttl = expire_time - time.time()
-        if -delta * beta * math.log(random.random()) < ttl:
+        if not early_now(expire_time, delta):
             return result
         # Recompute early, once: the first caller to add the marker starts the thread.
         if cache.add((_RECOMPUTING, key), None, expire=max(delta, 0.001), retry=True):
@@ -529,10 +535,7 @@ def memoize_stampede(
             await off_the_loop(cache.set, key, (result, delta), expire=expire, tag=tag, retry=True)
             return result
         result, delta = pair
-        if expire_time is None:
-            return result
-        ttl = expire_time - time.time()
-        if -delta * beta * math.log(random.random()) < ttl:
+        if not early_now(expire_time, delta):
             return result
         marker = (_RECOMPUTING, key)
         if await off_the_loop(cache.add, marker, None, expire=max(delta, 0.001), retry=True):
