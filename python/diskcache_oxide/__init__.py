@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 from ._core import __version__
 from ._open import open as open  # not in __all__: a star import keeps the builtin
-from .caches import Caches
 from .claims import (
     COMPUTING,
     Claim,
@@ -41,23 +40,25 @@ from .errors import (
     ValueTooLargeError,
 )
 from .fanout import FanoutCache
-from .jobs import Job, JobCounts, JobInfo, JobQueue, Swept
-from .migrate import MigrationReport, SkippedEntry, SkippedSetting, migrate
-from .null import NullCache
-from .persistent import Deque, Index
-from .recipes import (
-    LOCK_EXPIRE,
-    Averager,
-    BoundedSemaphore,
-    Lock,
-    RLock,
-    barrier,
-    memoize_stampede,
-    throttle,
-)
+from .migrate import migrate
 from .registry import register_type, registered_types, unregister_type
 
 if TYPE_CHECKING:
+    from .caches import Caches
+    from .jobs import Job, JobCounts, JobInfo, JobQueue, Swept
+    from .migrate import MigrationReport, SkippedEntry, SkippedSetting
+    from .null import NullCache
+    from .persistent import Deque, Index
+    from .recipes import (
+        LOCK_EXPIRE,
+        Averager,
+        BoundedSemaphore,
+        Lock,
+        RLock,
+        barrier,
+        memoize_stampede,
+        throttle,
+    )
     from .tasks import (
         PeriodicTask,
         ResultTimeout,
@@ -70,11 +71,32 @@ if TYPE_CHECKING:
         TaskTimeout,
     )
 
-#: Names whose module is imported on first use (PEP 562): the tasks are a feature a cache user
-#: may never call, and importing them (asyncio among their imports) was a fifth of the
-#: package's import time (issue 33). Not ``migrate``: the function shares its name with its
-#: module, and a later import of the module would replace the package's attribute with it.
+#: Names whose module is imported on first use (PEP 562), so that ``import diskcache_oxide``
+#: costs no more than python-diskcache's import (issue 33): the tasks (asyncio among their
+#: imports, a fifth of the import time alone), the job queue, the recipes, Deque and Index,
+#: NullCache, Caches and migration's report classes are features a cache user may never
+#: call. ``migrate`` itself is bound below, from its package's light ``__init__``: the function
+#: shares its name with its module, and the first import of the module binds the module to
+#: this attribute.
 _LAZY = {
+    **dict.fromkeys(("Caches",), "caches"),
+    **dict.fromkeys(("Job", "JobCounts", "JobInfo", "JobQueue", "Swept"), "jobs"),
+    **dict.fromkeys(("MigrationReport", "SkippedEntry", "SkippedSetting"), "migrate"),
+    **dict.fromkeys(("NullCache",), "null"),
+    **dict.fromkeys(("Deque", "Index"), "persistent"),
+    **dict.fromkeys(
+        (
+            "LOCK_EXPIRE",
+            "Averager",
+            "BoundedSemaphore",
+            "Lock",
+            "RLock",
+            "barrier",
+            "memoize_stampede",
+            "throttle",
+        ),
+        "recipes",
+    ),
     **dict.fromkeys(
         (
             "PeriodicTask",

@@ -32,120 +32,30 @@ class inherits the mixin and defines what the bodies use (``declares``).
 
 from __future__ import annotations
 
-import textwrap
-import time
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
-if TYPE_CHECKING:
-    from ._sentinels import Outcome
+from ._misses import (
+    computed,
+    decremented,
+    defaults,
+    empty,
+    incremented,
+    missed,
+    missing,
+    nothing,
+    nothing_kept,
+    waited_missed,
+    waited_none,
+)
 
-__all__ = ["CALLS", "FACES", "Body", "Call", "Face", "Miss", "Remote", "shaped"]
-
-R = TypeVar("R")
-
-
-# ----- the misses: what a face gives back instead of the cache's answer -----------------------
-
-
-def shaped(value: Any, expires: Any, tag: Any, expire_time: Any, want_tag: Any) -> Any:
-    """``value`` with its ``expires``/``tag`` as a call with these flags returns it:
-    ``value``, ``(value, x)`` or ``(value, expires, tag)``, as :meth:`Cache.get` does."""
-    if expire_time and want_tag:
-        return (value, expires, tag)
-    if expire_time:
-        return (value, expires)
-    if want_tag:
-        return (value, tag)
-    return value
+__all__ = ["CALLS", "FACES", "Body", "Call", "Face", "Miss", "Remote"]
 
 
-def missed(default: Any, expire_time: Any, tag: Any) -> Any:
-    """``default`` as a missing key reads: alone, or with None for each of ``expire_time``
-    and ``tag`` asked for (``shaped(default, None, None, expire_time, tag)``)."""
-    if expire_time and tag:
-        return (default, None, None)
-    if expire_time or tag:
-        return (default, None)
-    return default
+# The misses (``make=``) are the functions of ``_misses``.
 
 
-def missing(key: Any) -> KeyError:
-    """The error ``cache[key]`` raises for a missing key."""
-    return KeyError(key)
-
-
-def empty() -> KeyError:
-    """The error ``peekitem()`` raises on an empty cache."""
-    return KeyError("dictionary is empty")
-
-
-def defaults(keys: Iterable[Any], default: Any) -> list[Any]:
-    """``default`` for every key."""
-    return [default for _ in keys]
-
-
-def nothing_kept(values: Iterable[Any]) -> list[None]:
-    """One None per value: no item was queued."""
-    return [None for _ in values]
-
-
-def nothing() -> Iterator[Any]:
-    """An iterator over no keys."""
-    return iter(())
-
-
-def incremented(key: Any, delta: Any, default: Any) -> Any:
-    """What ``incr`` returns for an absent key (KeyError if ``default`` is None)."""
-    if default is None:
-        raise KeyError(key)
-    return default + delta
-
-
-def decremented(key: Any, delta: Any, default: Any) -> Any:
-    """What ``decr`` returns for an absent key (KeyError if ``default`` is None)."""
-    return incremented(key, -delta, default)
-
-
-def waited(timeout: float | None) -> None:
-    """Sleep ``timeout`` seconds (if it is positive), as a pull waits for an item that never
-    comes, so a worker loop over an empty queue does not spin."""
-    if timeout is not None and timeout > 0:
-        time.sleep(timeout)
-
-
-def waited_missed(timeout: float | None, default: Any, expire_time: Any, tag: Any) -> Any:
-    """``missed(default, expire_time, tag)`` after :func:`waited`."""
-    waited(timeout)
-    return missed(default, expire_time, tag)
-
-
-def waited_none(timeout: float | None) -> list[Any]:
-    """``[]`` after :func:`waited`."""
-    waited(timeout)
-    return []
-
-
-def computed(
-    fn: Callable[..., R],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    outcome: bool,
-    pass_claim: bool,
-) -> R | tuple[R, Outcome]:
-    """``fn(*args, **kwargs)``: nothing stored, no claim taken (``claim=None`` with
-    ``pass_claim``; with ``outcome``, in a pair with ``Outcome.COMPUTED``)."""
-    value = fn(*args, claim=None, **kwargs) if pass_claim else fn(*args, **kwargs)
-    if outcome:
-        from ._sentinels import Outcome
-
-        return value, Outcome.COMPUTED
-    return value
-
-
-@dataclass(frozen=True)
-class Miss:
+class Miss(NamedTuple):
     """What a face's call gives back instead of the cache's answer.
 
     :param said: the result in words, for the docstring's first line and the log
@@ -189,8 +99,7 @@ FANOUT_CORE = frozenset(
 )
 
 
-@dataclass(frozen=True)
-class Remote:
+class Remote(NamedTuple):
     """How the Redis faces (``RedisCache`` and ``AsyncRedisCache``, D-059) carry a call.
 
     :param op: the operation in ``remote/_ops.py`` that performs it, called with the face and
@@ -215,8 +124,7 @@ def _op(name: str) -> Remote:
 HAND = Remote(written=True)
 
 
-@dataclass(frozen=True)
-class Call:
+class Call(NamedTuple):
     """One public member of Cache and how each face carries it.
 
     :param name: the member's name on Cache
@@ -445,8 +353,7 @@ class Body:
         return [f"{name} = list({name})" for name in self.call.listed]
 
 
-@dataclass(frozen=True)
-class Face:
+class Face(NamedTuple):
     """A face whose methods ``make api`` writes, from :data:`CALLS`, into
     ``_faces/<module>.py`` as the mixin class ``mixin``.
 
@@ -558,6 +465,8 @@ def _redis_aio_entry(call: Call) -> Remote | None:
 def _refusal(remote: Remote, body: Body) -> list[str]:
     """``raise _ops.UnsupportedError("...")`` with the table's message, split into string
     pieces as ruff format leaves an implicitly joined string."""
+    import textwrap  # the generator's, not the package's import
+
     message = remote.unsupported or ""
     pieces = textwrap.wrap(message, 80, break_on_hyphens=False)
     quoted = [body.quoted(piece + " ") for piece in pieces[:-1]] + [body.quoted(pieces[-1])]

@@ -8,18 +8,17 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import Any, Literal, ParamSpec, TypeVar
 
-from ._api import shaped
+from ._log import log
+from ._misses import shaped
 
 T = TypeVar("T")
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_log = logging.getLogger("diskcache_oxide")
 _Tag = str | int | float | bytes | None
 _Side = Literal["front", "back"]
 
@@ -37,7 +36,7 @@ def _quietly(what: str, fn: Callable[..., object], *args: Any) -> None:
     try:
         fn(*args)
     except Exception:
-        _log.exception("could not %s after a cancelled call", what)
+        log().exception("could not %s after a cancelled call", what)
 
 
 async def _taking(

@@ -9,8 +9,7 @@ keeps its own docstring, or gets just the first paragraph.
 
 from __future__ import annotations
 
-import inspect
-import textwrap
+import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -65,20 +64,20 @@ def mirror_docs(
         source_name = renames.get(name, name)
         # A member the source lacks (a compiled core older than this code) reads as undocumented.
         mirrored = getattr(source, source_name, None)
-        source_doc = None if mirrored is None else inspect.getdoc(mirrored)
+        source_doc = None if mirrored is None else _doc(mirrored)
         member = own[name]
         first = _cleaned(_doc_of(member))
         if first is not None and first == source_doc:
             first = None  # a copy of the source's docstring (functools.wraps), not the face's
         if first is None and lead is not None:
-            first = textwrap.fill(lead(source_name), _WIDTH)
+            first = _fill(lead(source_name), _WIDTH)
         parts = [part for part in (first, source_doc) if part]
         if parts:
             _set_doc(face, name, member, "\n\n".join(parts))
 
 
 def _documentable(member: Any) -> bool:
-    return isinstance(member, (property, staticmethod, classmethod)) or inspect.isfunction(member)
+    return isinstance(member, (property, staticmethod, classmethod, types.FunctionType))
 
 
 def _doc_of(member: Any) -> str | None:
@@ -91,7 +90,56 @@ def _doc_of(member: Any) -> str | None:
 def _cleaned(doc: str | None) -> str | None:
     if doc is None or not doc.strip():
         return None
-    return inspect.cleandoc(doc)
+    return _dedented(doc)
+
+
+# The package imports this module, and calls mirror_docs, when it is imported; inspect and
+# textwrap (inspect brings ast, dis and tokenize) cost more to import than the rest of the
+# ground floor, so the little of them used here is written out (issue 33).
+
+
+def _doc(member: Any) -> str | None:
+    """``member``'s docstring, cleaned as :func:`inspect.getdoc` cleans it."""
+    doc = getattr(member, "__doc__", None)
+    if isinstance(doc, str):
+        return _dedented(doc)
+    if isinstance(member, types.GetSetDescriptorType):
+        return None  # the compiled core's undocumented attributes: nothing to inherit
+    # Inherited from a base class, or a slot's (``__slots__`` as a dict): inspect knows where
+    # to look. NullCache, mirrored at import, never comes here.
+    import inspect
+
+    return inspect.getdoc(member)
+
+
+def _dedented(doc: str) -> str:
+    """What :func:`inspect.cleandoc` makes of ``doc``: tabs expanded, the first line's
+    leading blanks and the other lines' common indent removed, empty lines cut at both ends."""
+    lines = doc.expandtabs().split("\n")
+    indents = [len(line) - len(line.lstrip()) for line in lines[1:] if line.strip()]
+    margin = min(indents, default=0)
+    lines = [lines[0].lstrip()] + [line[margin:] for line in lines[1:]]
+    while lines and not lines[-1]:
+        lines.pop()
+    while lines and not lines[0]:
+        lines.pop(0)
+    return "\n".join(lines)
+
+
+def _fill(text: str, width: int) -> str:
+    """``text`` wrapped at spaces into lines of at most ``width`` (a longer word has a line
+    of its own), as :func:`textwrap.fill` wraps plain prose."""
+    lines: list[str] = []
+    line = ""
+    for word in text.split():
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    if line:
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def _set_doc(face: type, name: str, member: Any, doc: str) -> None:

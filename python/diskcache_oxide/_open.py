@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 from typing import Any, TypeAlias
-from urllib.parse import parse_qsl, unquote, urlsplit
 
 from ._store import store_of
 from .errors import CacheError
@@ -28,11 +27,12 @@ def open(url_or_path: Any, **settings: Any) -> Any:
     :raises ImportError: for a Redis URL when redis-py is not installed (naming the extra)
     :raises ValueError: for a URL of another scheme
     """
-    import os
-
     if isinstance(url_or_path, os.PathLike):
         url_or_path = os.fspath(url_or_path)
     if isinstance(url_or_path, str):
+        # urllib.parse is imported where a URL is read, not with the package (issue 33).
+        from urllib.parse import parse_qsl, unquote, urlsplit
+
         parts = urlsplit(url_or_path)
         scheme = parts.scheme.lower()
         if scheme == "file":
@@ -99,6 +99,8 @@ PASSWORD_MASK = "***"
 def is_password_pair(pair: str) -> bool:
     """Whether a URL query's ``name=value`` pair is a password (its name as redis-py reads
     it)."""
+    from urllib.parse import unquote
+
     return unquote(pair.partition("=")[0]).lower() == "password"
 
 
@@ -107,6 +109,8 @@ def without_password(url: str) -> str:
     ``?password=`` parameter, both of which redis-py reads. A URL that cannot be parsed (an
     unparsable port, say) keeps nothing between ``://`` and its last ``@``. Not escaped: the
     caller escapes for where it prints (the one place every tool masks a URL)."""
+    from urllib.parse import urlsplit
+
     try:
         parts = urlsplit(url)
         password = parts.password
@@ -148,6 +152,8 @@ def is_url(target: object) -> bool:
     than a directory."""
     if not isinstance(target, str) or "://" not in target:
         return False
+    from urllib.parse import urlsplit
+
     return urlsplit(target).scheme.lower() in REDIS_SCHEMES
 
 

@@ -38,11 +38,11 @@ implementing that protocol.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any, Protocol, TypeVar
 
+from ._log import log
 from ._sentinels import COMPUTING, ENOVAL, Outcome
 from ._store import ClaimBackend
 
@@ -53,7 +53,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-_log = logging.getLogger("diskcache_oxide")
 
 #: The heartbeat renews a claim after this fraction of its lease has passed.
 HEARTBEAT_FRACTION = 1 / 3
@@ -200,7 +199,7 @@ def turn(key: Any) -> Generator[Step, Any, tuple[Any, Outcome] | None]:
         return value, Outcome.COMPUTED
     finally:
         if not (yield RELEASE, claim):
-            _log.warning(
+            log().warning(
                 "claim on %r ran out while its value was computed (the heartbeat could not "
                 "renew it in time); another caller may have computed it too",
                 key,
@@ -217,10 +216,10 @@ def heartbeat(claim: Claim) -> Generator[Step, Any, None]:
         try:
             renewed = yield EXTEND, claim
         except Exception as error:
-            _log.warning("could not renew the claim on %r: %s", claim.key, error)
+            log().warning("could not renew the claim on %r: %s", claim.key, error)
             continue
         if not renewed:
-            _log.warning("the claim on %r was lost; stopping its heartbeat", claim.key)
+            log().warning("the claim on %r was lost; stopping its heartbeat", claim.key)
             return
 
 

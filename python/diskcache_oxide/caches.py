@@ -12,12 +12,12 @@ This is not :mod:`diskcache_oxide.registry`, which registers custom value types.
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any, TypeAlias
 
+from ._log import log
 from .core import Cache
 from .errors import CacheError
 from .fanout import FanoutCache
@@ -32,7 +32,6 @@ ENV_VAR = "DISKCACHE_OXIDE_DISABLED"
 #: What a registry hands out.
 AnyCache: TypeAlias = Cache | FanoutCache | NullCache
 
-_LOG = logging.getLogger("diskcache_oxide")
 _ENTRY_KEYS = frozenset({"directory", "timeout", "settings", "fanout"})
 _FALSE = frozenset({"", "0", "false", "no", "off"})
 
@@ -164,7 +163,7 @@ class Caches(Mapping[str, AnyCache]):
             cache = entry.open()
         except (OSError, CacheError) as exc:
             self._errors[name] = exc
-            _LOG.warning(
+            log().warning(
                 "cache %r (directory %r) could not be opened, so it is switched off and "
                 "stores nothing: %s: %s",
                 name,

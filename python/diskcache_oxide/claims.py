@@ -20,8 +20,6 @@ lives, ``timeout`` how long a waiter waits.
 from __future__ import annotations
 
 import functools
-import inspect
-import logging
 import os
 import sys
 import threading
@@ -41,7 +39,8 @@ from typing import (
 )
 
 from . import _payonce as core
-from ._keying import keyed
+from ._keying import is_coroutine_function, keyed
+from ._log import log
 from ._payonce import HEARTBEAT_FRACTION
 from ._seconds import LEASE as _LEASE_RULE
 from ._seconds import TIMEOUT as _TIMEOUT_RULE
@@ -77,7 +76,6 @@ R = TypeVar("R")
 #: The cache a set of claims lives in: a Cache, a RedisCache (anything with a store).
 C = TypeVar("C", bound=Stored)
 
-_log = logging.getLogger("diskcache_oxide")
 
 #: The default lease, in seconds: renewed by the heartbeat while the value is computed.
 LEASE = 60.0
@@ -291,7 +289,7 @@ class Claim:
         tb: TracebackType | None,
     ) -> None:
         if not self.release():
-            _log.warning("claim on %r was lost before its release (its lease ran out)", self.key)
+            log().warning("claim on %r was lost before its release (its lease ran out)", self.key)
 
 
 # ---- compute-once: the synchronous driver of _payonce ------------------------------------------
@@ -329,7 +327,7 @@ class _Heartbeat:
 def _sync_callable(fn: object) -> Callable[..., Any]:
     if not callable(fn):
         raise TypeError(f"fn must be a callable that computes the value, not {type(fn).__name__}")
-    if inspect.iscoroutinefunction(fn):
+    if is_coroutine_function(fn):
         raise TypeError(
             f"fn is a coroutine function ({getattr(fn, '__qualname__', fn)!r}); await "
             "AsyncCache.get_or_compute (or aget_or_compute) for it instead"
@@ -338,6 +336,8 @@ def _sync_callable(fn: object) -> Callable[..., Any]:
 
 
 def _computed(result: object) -> object:
+    import inspect  # imported on use, as in _keying.is_coroutine_function
+
     if inspect.isawaitable(result):
         close = getattr(result, "close", None)
         if close is not None:

@@ -9,11 +9,9 @@ naturally Python lives here: construction, ``transact()``, ``memoize()``, ``chec
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import os.path
 import sys
-import tempfile
 import warnings
 from collections.abc import Callable, Collection, Iterator
 from typing import (
@@ -38,6 +36,7 @@ from ._keying import args_to_key as args_to_key
 from ._keying import full_name as full_name
 from ._keying import keyed as keyed
 from ._keying import memoize_on as memoize_on
+from ._log import log
 from ._paths import directory_path
 from ._seconds import ANY, seconds
 
@@ -180,6 +179,8 @@ class Cache(PayOnceCalls, _core.CacheCore):
         if directory is None:
             if read_only:
                 raise ValueError("read_only=True needs the directory of an existing cache")
+            import tempfile  # only for a cache without a directory (issue 33)
+
             directory = tempfile.mkdtemp(prefix="diskcache-oxide-")
         path = directory_path(directory, type(self).__name__)
         self._open(
@@ -287,8 +288,6 @@ class Cache(PayOnceCalls, _core.CacheCore):
 
 # ----- durable handles (D-020) ---------------------------------------------------------------
 
-_logger = logging.getLogger("diskcache_oxide")
-
 
 class _DurableCache(DurableCacheCalls, Cache):
     """A :class:`Cache` opened with ``durable=True``: each call with a ``durable`` miss in
@@ -298,7 +297,7 @@ class _DurableCache(DurableCacheCalls, Cache):
     _durable_base: type[Cache] = Cache
 
     def _failed(self, call: str, error: BaseException, result: str) -> None:
-        _logger.warning(
+        log().warning(
             "durable cache %s: %s failed, so the call %s: %s: %s",
             self.directory,
             call,

@@ -13,10 +13,9 @@ import itertools
 import os
 import os.path
 import struct
-import tempfile
 import warnings
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from . import _core
 from ._faces.fanout import FanoutCacheCalls
@@ -25,8 +24,10 @@ from ._paths import directory_path
 from ._sentinels import ENOVAL
 from .core import DEFAULT_SETTINGS, Cache
 from .errors import Timeout
-from .persistent import Deque, Index
 from .registry import _BY_TYPE
+
+if TYPE_CHECKING:
+    from .persistent import Deque, Index
 
 
 def _python_adler32(data: bytes) -> int:
@@ -202,6 +203,8 @@ class FanoutCache(_core.FanoutCore, FanoutCacheCalls):
                 "open the FanoutCache without disk="
             )
         if directory is None:
+            import tempfile  # only for a cache without a directory (issue 33)
+
             directory = tempfile.mkdtemp(prefix="diskcache-oxide-")
         path = directory_path(directory, type(self).__name__)
         options = {name: settings.pop(name) for name in _HANDLE_OPTIONS if name in settings}
@@ -483,6 +486,8 @@ class FanoutCache(_core.FanoutCore, FanoutCacheCalls):
         try:
             return self._deques[name]
         except KeyError:
+            from .persistent import Deque  # imported on first use, not with the package
+
             opened = Deque.fromcache(self._collection_cache("deque", name), maxlen=maxlen)
             self._deques[name] = opened
             return opened
@@ -495,6 +500,8 @@ class FanoutCache(_core.FanoutCore, FanoutCacheCalls):
         try:
             return self._indexes[name]
         except KeyError:
+            from .persistent import Index
+
             opened = Index.fromcache(self._collection_cache("index", name))
             self._indexes[name] = opened
             return opened

@@ -17,11 +17,11 @@ both backends and reports what a take could not decode.
 from __future__ import annotations
 
 import builtins
-import logging
 import os
 from collections.abc import Iterable, Sequence
 from typing import Any, Generic, TypeVar, cast, overload
 
+from ._log import log
 from ._open import open_directory
 from ._store import (
     Job,
@@ -44,7 +44,6 @@ from ._store import (
 
 __all__ = ["Job", "JobCounts", "JobInfo", "JobQueue", "JobState", "JobsBackend", "Swept"]
 
-_log = logging.getLogger("diskcache_oxide")
 
 #: The cache a queue's jobs live in: a Cache, a RedisCache (anything with a store).
 C = TypeVar("C", bound=Stored)
@@ -202,7 +201,7 @@ class JobQueue(Generic[C]):
     @staticmethod
     def _report(errors: Iterable[BaseException]) -> None:
         for err in errors:
-            _log.warning("%s", err)
+            log().warning("%s", err)
 
     @staticmethod
     def _oldest(found: builtins.list[JobInfo], limit: int) -> builtins.list[JobInfo]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import functools
 import math
 import os
-import random
 import threading
 import time
 from collections.abc import Callable, Collection
@@ -97,7 +96,7 @@ def _spin(attempt: Callable[[], bool], blocking: bool, timeout: float | None) ->
             return True
         if not blocking:
             return False
-        pause = wait * (0.5 + random.random() / 2)
+        pause = wait * (0.5 + _random() / 2)
         if deadline is not None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -482,7 +481,7 @@ def memoize_stampede(
         if expire_time is None:
             return False
         ttl = expire_time - time.time()
-        return -delta * beta * math.log(random.random()) >= ttl
+        return -delta * beta * math.log(_random()) >= ttl
 
     def timed(
         func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -558,3 +557,11 @@ def memoize_stampede(
 
 #: The early recomputations of async functions still running (see ``aearly``).
 _RECOMPUTATIONS: set[Any] = set()
+
+
+def _random() -> float:
+    """A float in [0, 1) from :mod:`random`, imported on first use rather than with the
+    package (issue 33)."""
+    import random
+
+    return random.random()

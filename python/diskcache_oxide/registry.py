@@ -7,11 +7,7 @@ is by exact type: a subclass must be registered on its own.
 
 from __future__ import annotations
 
-import datetime
-import decimal
-import pathlib
 import threading
-import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -28,32 +24,42 @@ _LOCK = threading.Lock()
 
 _core.set_registry(_BY_TYPE, _BY_NAME)
 
-# Types the safe format stores on its own; registering them would change their meaning.
-_BUILTIN: frozenset[type] = frozenset(
-    {
-        type(None),
-        bool,
-        int,
-        float,
-        str,
-        bytes,
-        list,
-        tuple,
-        dict,
-        set,
-        frozenset,
-        datetime.datetime,
-        datetime.date,
-        datetime.time,
-        datetime.timedelta,
-        decimal.Decimal,
-        uuid.UUID,
-        pathlib.PosixPath,
-        pathlib.WindowsPath,
-        pathlib.PurePosixPath,
-        pathlib.PureWindowsPath,
-    }
-)
+
+def _builtin() -> frozenset[type]:
+    """The types the safe format stores on its own: registering one would change its meaning.
+
+    Built when a type is registered, not at import: the modules they come from cost more to
+    import than the rest of the package's ground floor (issue 33)."""
+    import datetime
+    import decimal
+    import pathlib
+    import uuid
+
+    return frozenset(
+        {
+            type(None),
+            bool,
+            int,
+            float,
+            str,
+            bytes,
+            list,
+            tuple,
+            dict,
+            set,
+            frozenset,
+            datetime.datetime,
+            datetime.date,
+            datetime.time,
+            datetime.timedelta,
+            decimal.Decimal,
+            uuid.UUID,
+            pathlib.PosixPath,
+            pathlib.WindowsPath,
+            pathlib.PurePosixPath,
+            pathlib.PureWindowsPath,
+        }
+    )
 
 
 def register_type(
@@ -81,7 +87,7 @@ def register_type(
         raise TypeError("register_type: name must be a non-empty str, e.g. 'myapp.Point'")
     if not callable(encode) or not callable(decode):
         raise TypeError("register_type: encode and decode must be callables")
-    if cls in _BUILTIN:
+    if cls in _builtin():
         raise ValueError(
             f"register_type: {cls.__qualname__} is stored by the safe format already; "
             "register only your own classes"

@@ -4,10 +4,11 @@ Read from the sources with ``ast``, every import counts: the module-level ones, 
 inside functions and the ``TYPE_CHECKING`` ones, because each is a dependency a reader of the
 code has to follow (issue 31, D-068). The package is a house of floors, from the ground up:
 
-- **the ground** (``GROUND``): sentinels, keying, seconds, host names, text escapes, errors,
-  docs and the type registry; it imports only itself;
+- **the ground** (``GROUND``): sentinels, keying, seconds, the logger, host names, text
+  escapes, errors, docs and the type registry; it imports only itself;
 - **the seam** (``SEAM``): the contract between features and backends (``_store``), the API
-  table (``_api``) and what every asyncio face shares (``_asyncio``); it imports the ground;
+  table (``_api``), the misses its faces return (``_misses``) and what every asyncio face
+  shares (``_asyncio``); it imports the ground;
 - **the backends** (``directory/``, ``remote/``): each imports the ground, the seam and its
   own folder, never the other backend, a feature or a face;
 - **the features** (``FEATURES``: claims and compute-once, jobs, tasks, the operator's
@@ -41,6 +42,7 @@ GROUND = {
     f"{ROOT}._files",
     f"{ROOT}._hosts",
     f"{ROOT}._keying",
+    f"{ROOT}._log",
     f"{ROOT}._paths",
     f"{ROOT}._seconds",
     f"{ROOT}._sentinels",
@@ -50,7 +52,7 @@ GROUND = {
 }
 
 #: The seam: the contract between the features and the backends, and what both sides share.
-SEAM = {f"{ROOT}._store", f"{ROOT}._api", f"{ROOT}._asyncio"}
+SEAM = {f"{ROOT}._store", f"{ROOT}._api", f"{ROOT}._misses", f"{ROOT}._asyncio"}
 
 #: The backends' folders. A module of one that is a face (below) is not a backend module.
 BACKENDS = ("directory", "remote")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._api import defaults, empty, missed, missing
+from .._misses import defaults, empty, missed, missing
 from ..errors import OPERATIONAL
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._api import (
+from .._misses import (
     computed,
     decremented,
     defaults,

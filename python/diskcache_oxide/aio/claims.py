@@ -16,8 +16,9 @@ from types import TracebackType
 from typing import Any, cast
 
 from .. import _payonce as core
-from .._asyncio import _log, _taken_or_given_back
+from .._asyncio import _taken_or_given_back
 from .._docs import mirror_docs
+from .._log import log
 from .._store import (
     AsyncClaimBackend,
     AsyncStore,
@@ -194,7 +195,7 @@ class AsyncClaim:
         tb: TracebackType | None,
     ) -> None:
         if not await asyncio.shield(self.release()):
-            _log.warning("claim on %r was lost before its release (its lease ran out)", self.key)
+            log().warning("claim on %r was lost before its release (its lease ran out)", self.key)
 
 
 def _claims_lead(name: str) -> str:

@@ -19,8 +19,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, cast
 
 from .. import _payonce as core
-from .._asyncio import P, R, _log, _Tag
+from .._asyncio import P, R, _Tag
 from .._keying import keyed
+from .._log import log
 from .._sentinels import ENOVAL
 from .._store import AsyncClaimBackend, AsyncStore, AsyncStored, Stored
 from ..claims import LEASE, Claim, Claims, Outcome, _if_computing, _lease, _timeout, stable_name
@@ -145,7 +146,7 @@ class _Driver:
             return await core.adrive(core.turn(self._call.key), self.perform)
         except asyncio.CancelledError:
             if self._at_risk:
-                _log.warning(
+                log().warning(
                     "a turn computing %r was cancelled before it stored its value (its event "
                     "loop ended?); the work is lost. Run the app inside `async with "
                     "keep_turns():` or with turns_lifespan so that pending turns finish first",

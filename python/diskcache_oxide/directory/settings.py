@@ -3,7 +3,6 @@ them as ``DEFAULT_SETTINGS``, and the directory's inspector lists them in this o
 
 from __future__ import annotations
 
-import pickle
 from typing import Any
 
 __all__ = ["DEFAULT_SETTINGS"]
@@ -21,5 +20,8 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "sqlite_mmap_size": 2**26,
     "sqlite_synchronous": 1,
     "disk_min_file_size": 2**15,
-    "disk_pickle_protocol": pickle.HIGHEST_PROTOCOL,
+    # pickle.HIGHEST_PROTOCOL on every Python we support (3.10 to 3.14), written out so that the
+    # package does not import pickle until something is pickled (issue 33); a test holds the
+    # two equal.
+    "disk_pickle_protocol": 5,
 }

@@ -181,3 +181,10 @@ class MigrationReport:
 
     def __str__(self) -> str:
         return self.summary()
+
+
+# Named as before the package was split, in tracebacks, reprs and pickles: the package's
+# ``diskcache_oxide.migrate.X``, which loads this module when such a name is read.
+for _public in (MigrationError, MigrationReport, SkippedEntry, SkippedSetting):
+    _public.__module__ = __name__.rpartition(".")[0]
+del _public

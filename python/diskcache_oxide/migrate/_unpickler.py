@@ -167,3 +167,7 @@ def safe_loads(data: bytes) -> Any:
     :raises pickle.UnpicklingError: if it names a global that is not plain data
     """
     return SafeUnpickler(io.BytesIO(data)).load()
+
+
+# Named as the package's ``diskcache_oxide.migrate.SafeUnpickler`` (see ``_report``).
+SafeUnpickler.__module__ = __name__.rpartition(".")[0]

@@ -25,7 +25,7 @@ from typing import Any, BinaryIO, Literal
 import redis
 
 from .. import _core
-from .._api import missed, shaped
+from .._misses import missed, shaped
 from .._seconds import ANY, Rule, seconds
 from .._sentinels import ENOVAL
 from ..errors import CorruptValueError, DecodeError

@@ -360,9 +360,9 @@ class AsyncRedisCache(AsyncRedisCacheCalls, AsyncPayOnceCalls, Namespace):
 
 
 async def _quietly(work: Awaitable[object]) -> None:
-    from .._asyncio import _log
+    from .._log import log
 
     try:
         await work
     except Exception:
-        _log.exception("could not give back what a cancelled pull took")
+        log().exception("could not give back what a cancelled pull took")
