@@ -21,11 +21,23 @@ impl Jobs<'_> {
     /// Finish a job: it is deleted. False if `lease_id` no longer holds the lease.
     pub fn finish(&self, id: i64, lease_id: i64) -> Result<bool> {
         self.cache.freeing(|db, unlink| {
-            let gone: Option<Option<String>> = db
-                .held("DELETE FROM jobs WHERE id = ?1 AND state = 1 AND lease = ?2 RETURNING filename")
+            // Found, then deleted: `DELETE … RETURNING` builds an ephemeral table on every call
+            // (see `sweep_queue`, and `cache::rows::delete_live`, D-016).
+            let found: Option<Option<String>> = db
+                .held("SELECT filename FROM jobs WHERE id = ?1 AND state = 1 AND lease = ?2")
                 .and_then(|mut st| st.query_row(params![id, lease_id], |r| r.get(0)).optional())
                 .ctx("finishing a job")?;
-            Ok(gone.map(|f| unlink.extend(f)).is_some())
+            let Some(filename) = found else {
+                return Ok(false);
+            };
+            let n = db
+                .held("DELETE FROM jobs WHERE id = ?1")
+                .and_then(|mut st| st.execute([id]))
+                .ctx("finishing a job")?;
+            if n > 0 {
+                unlink.extend(filename);
+            }
+            Ok(n > 0)
         })
     }
 
@@ -40,15 +52,23 @@ impl Jobs<'_> {
     ) -> Result<Option<JobState>> {
         check_seconds("retry_in", retry_in)?;
         self.cache.write(None, |db, _| {
-            let state: Option<i64> = db
+            // Updated, then its new state read: no `UPDATE … RETURNING` (see `finish`).
+            let n = db
                 .held(
                     "UPDATE jobs SET state = CASE WHEN max_attempts > 0 AND attempts >= max_attempts THEN 2 ELSE 0 END, \
                      due = CASE WHEN max_attempts > 0 AND attempts >= max_attempts THEN ?3 ELSE ?3 + ?4 END, error = ?5 \
-                     WHERE id = ?1 AND state = 1 AND lease = ?2 RETURNING state",
+                     WHERE id = ?1 AND state = 1 AND lease = ?2",
                 )
-                .and_then(|mut st| st.query_row(params![id, lease_id, now(), retry_in, error], |r| r.get(0)).optional())
+                .and_then(|mut st| st.execute(params![id, lease_id, now(), retry_in, error]))
                 .ctx("failing a job")?;
-            Ok(state.map(|s| if s == DEAD { JobState::Dead } else { JobState::Ready }))
+            if n == 0 {
+                return Ok(None);
+            }
+            let state: i64 = db
+                .held("SELECT state FROM jobs WHERE id = ?1")
+                .and_then(|mut st| st.query_row([id], |r| r.get(0)))
+                .ctx("failing a job")?;
+            Ok(Some(if state == DEAD { JobState::Dead } else { JobState::Ready }))
         })
     }
 
