@@ -237,16 +237,8 @@ pub(super) fn delete_live(
     let Some(row) = found else {
         return Ok(false);
     };
-    let n = db
-        .held("DELETE FROM cache WHERE rowid = ?1")
-        .and_then(|mut st| st.execute([row.rowid]))
-        .ctx("deleting an entry")?;
-    if n == 0 {
-        return Ok(false);
-    }
-    delta.count -= 1;
-    delta.size -= row.size;
-    unlink.extend(row.filename);
+    // Found inside this write transaction, so the row is there to delete.
+    delete_by_rowid(db, &row, unlink, delta)?;
     Ok(true)
 }
 
