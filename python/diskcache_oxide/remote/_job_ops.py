@@ -305,7 +305,7 @@ def take_op(
         # Safe to send again after a dropped connection (the link then repeats it): a wake-up
         # token lost with a reply costs one slice at most, as the take looks again after each.
         yield Command(
-            ("BLPOP", *wake_keys, f"{max(wait, _SHORTEST):.3f}"),
+            ("BLPOP", *wake_keys, _ops.blpop_seconds(wait)),
             idempotent=True,
             reply=_ops.POPPED,
         )

@@ -749,11 +749,19 @@ def is_wait(request: Any) -> bool:
     return isinstance(request, Command) and request.args[0] == "BLPOP"
 
 
+def blpop_seconds(wait: float) -> str:
+    """BLPOP's timeout argument for a wait of ``wait`` seconds: rounded up to the millisecond
+    and at least ``_SHORTEST``. Rounded down, the wait would end up to half a millisecond
+    before the caller's deadline, and the caller would spend one more round trip (a take and
+    a 1 ms BLPOP) on the sliver left; 0 would mean forever."""
+    return f"{max(_SHORTEST, math.ceil(wait * 1000.0) / 1000.0):.3f}"
+
+
 def _wait(ns: Namespace, wake: bytes, left: float) -> Command:
-    wait = max(_SHORTEST, min(left, ns._slice))
+    wait = min(left, ns._slice)
     # Safe to send again: a wake-up token lost with a reply costs the waiter one slice at most
     # (it looks again after each), and the item itself is taken by a script.
-    return Command(("BLPOP", wake, f"{wait:.3f}"), idempotent=True, reply=POPPED)
+    return Command(("BLPOP", wake, blpop_seconds(wait)), idempotent=True, reply=POPPED)
 
 
 def pull(

@@ -124,7 +124,9 @@ def wait_for_change(
                 woken = runs_out <= deadline
                 break
             request = Command(
-                ("BLPOP", wake, f"{min(left, ns._slice):.3f}"), idempotent=True, reply=_ops.POPPED
+                ("BLPOP", wake, _ops.blpop_seconds(min(left, ns._slice))),
+                idempotent=True,
+                reply=_ops.POPPED,
             )
             if (yield request):
                 return True
