@@ -114,3 +114,69 @@ def test_a_holder_killed_holding_the_lock_never_rings_and_the_writer_still_gets_
         if holder.is_alive():
             holder.kill()
         cache.close()
+
+
+FORK = multiprocessing.get_context("fork")
+
+
+def _contend(directory: str, write: Any) -> None:
+    """With a spawned process holding the write lock, run ``write`` (a child process, started
+    and not yet joined, whose write must wait), see it sleep on the bell, release the holder,
+    and check that the waiter got in and left the sleeper count at zero."""
+    held, release = SPAWN.Event(), SPAWN.Event()
+    holder = SPAWN.Process(target=_hold, args=(directory, held, release))
+    holder.start()
+    try:
+        assert held.wait(60)
+        write.start()
+        assert _until_someone_sleeps(directory), "the refused writer never slept on the bell"
+        rings = _word(directory) & 0xFFFF
+        release.set()
+        write.join(60)
+        assert write.exitcode == 0, write.exitcode
+        holder.join(60)
+        after = _word(directory)
+        assert after & 0xFFFF != rings, "the holder's release did not ring"
+        assert after >> 16 == 0, f"a sleeper is still counted: {after:#x}"
+    finally:
+        release.set()
+        for process in (holder, write):
+            process.join(10)
+            if process.is_alive():
+                process.kill()
+
+
+def test_a_forked_child_sleeps_on_the_bell_its_parent_mapped(tmp_path: Path) -> None:
+    """The child inherits the parent's mapping of the ``-shm`` page (shared, not copied), so its
+    sleep is on the same word the holder rings."""
+    directory = str(tmp_path / "c")
+    cache = dc.Cache(directory)
+    cache.set("x", 0)  # the parent's handle has mapped the bell before the fork
+    try:
+        _contend(directory, FORK.Process(target=cache.set, args=("forked", 1)))
+        assert cache["forked"] == 1 and cache["held"] == 1
+    finally:
+        cache.close()
+
+
+def test_the_bell_of_a_shm_file_made_again_after_every_handle_closed(tmp_path: Path) -> None:
+    """The last close deletes ``cache.db-shm``; the next open makes a new one, and the bell is
+    mapped from the new file, not a stale mapping of the old one."""
+    directory = str(tmp_path / "c")
+    first = dc.Cache(directory)
+    first.set("x", 0)
+    first.close()
+    assert not os.path.exists(os.path.join(directory, "cache.db-shm"))
+    cache = dc.Cache(directory)
+    cache.set("y", 0)
+    try:
+        _contend(directory, SPAWN.Process(target=_set, args=(directory, "again", 2)))
+        assert cache["again"] == 2
+    finally:
+        cache.close()
+
+
+def _set(directory: str, key: str, value: int) -> None:
+    """Spawned: open the cache and write one key."""
+    with dc.Cache(directory) as cache:
+        cache.set(key, value)
