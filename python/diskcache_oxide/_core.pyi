@@ -356,6 +356,7 @@ class CacheCore:
 class FanoutCore:
     """The Rust base of FanoutCache: the calls on one key, routed to the key's shard."""
 
+    _ROUTED: tuple[str, ...]
     def __new__(cls, *args: Any, **kwargs: Any) -> Self: ...
     @property
     def _shards(self) -> Any: ...

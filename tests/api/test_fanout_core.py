@@ -33,6 +33,10 @@ def _bare(signature: inspect.Signature) -> list[tuple[str, Any, Any]]:
 
 def test_the_binding_routes_only_calls_the_table_gives_fanoutcache() -> None:
     assert {call.name for call in ROUTED_CALLS} == _api.FANOUT_CORE
+    # The list the binding checks a shard's class against (a subclass overriding one of these
+    # is called through Python) is the same set, with no name twice.
+    assert len(_core.FanoutCore._ROUTED) == len(_api.FANOUT_CORE)
+    assert set(_core.FanoutCore._ROUTED) == _api.FANOUT_CORE
     assert all(call.fanout is not None for call in ROUTED_CALLS)
     # What is generated instead (get_or_compute) catches nothing: its module imports no Timeout.
     generated = [c for c in _api.CALLS if c.fanout is not None and c.name not in _api.FANOUT_CORE]

@@ -186,6 +186,14 @@ fn object_or_none<'py>(py: Python<'py>, obj: Option<&Bound<'py, PyAny>>) -> Boun
 
 #[pymethods]
 impl FanoutCore {
+    /// The calls routed here, for the test that holds this list to `_api.FANOUT_CORE` (the
+    /// Python table that decides which FanoutCache calls are not generated).
+    #[classattr]
+    #[pyo3(name = "_ROUTED")]
+    fn routed_names(py: Python<'_>) -> PyResult<Py<PyTuple>> {
+        Ok(PyTuple::new(py, ROUTED)?.unbind())
+    }
+
     /// The shards are assigned by `FanoutCache.__init__` (`_shards`), so that subclasses may
     /// override `__init__` as they could with python-diskcache.
     #[new]
