@@ -533,8 +533,10 @@ def test_items_some_handles_cannot_read_behave_as_on_a_directory(url: str) -> No
 
 def test_a_wait_is_rounded_up_to_the_millisecond() -> None:
     """Rounded down, a BLPOP would end just before the deadline and the pull would spend one
-    more take and a 1 ms BLPOP on the sliver left (seen as an eighth try in the test above)."""
+    more take and a 1 ms BLPOP on the sliver left (seen as an eighth try in
+    test_a_waiting_pull_under_miss_does_not_spin_on_an_item_it_puts_back)."""
     assert _ops.blpop_seconds(0.1994) == "0.200"
     assert _ops.blpop_seconds(0.2) == "0.200"
+    assert _ops.blpop_seconds(2.007) == "2.007"  # not 2.008 from the float's error
     assert _ops.blpop_seconds(0.0004) == "0.001"
     assert _ops.blpop_seconds(0.0) == "0.001"  # BLPOP 0 would wait forever

@@ -753,8 +753,10 @@ def blpop_seconds(wait: float) -> str:
     """BLPOP's timeout argument for a wait of ``wait`` seconds: rounded up to the millisecond
     and at least ``_SHORTEST``. Rounded down, the wait would end up to half a millisecond
     before the caller's deadline, and the caller would spend one more round trip (a take and
-    a 1 ms BLPOP) on the sliver left; 0 would mean forever."""
-    return f"{max(_SHORTEST, math.ceil(wait * 1000.0) / 1000.0):.3f}"
+    a 1 ms BLPOP) on the sliver left; 0 would mean forever. The product is rounded to a
+    millionth of a millisecond first, so that a float's error (2.007 * 1000 is
+    2007.0000000000002) does not add a millisecond to a wait that was exact."""
+    return f"{max(_SHORTEST, math.ceil(round(wait * 1000.0, 6)) / 1000.0):.3f}"
 
 
 def _wait(ns: Namespace, wake: bytes, left: float) -> Command:
